@@ -1,0 +1,336 @@
+//! An in-memory environment: a disk with a crash model, a manual clock and an in-process network.
+//!
+//! The disk keeps, per file, the bytes every reader sees and the bytes that would survive a crash.
+//! `sync_data` makes a file's current bytes durable; directory entries (creations, renames,
+//! removals) become durable on `sync_dir` of their directory. [`MemDisk::crash`] throws away
+//! everything not durable, exactly what a power loss does to a well-behaved disk. The fault
+//! injection layer (`fault/`) builds torn and misdirected writes on top of this.
+//!
+//! Everything here is deterministic: no threads, no OS calls; background work runs inline.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{BoxFuture, Clock, Conn, Disk, Env, File, Listener, Net, OpenMode, Runtime};
+
+/// Builds an in-memory environment from a seed. The clock starts at a fixed wall time.
+pub fn env(seed: u64) -> (Env, Arc<MemDisk>, Arc<ManualClock>) {
+    let disk = Arc::new(MemDisk::default());
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    let env =
+        Env::new(disk.clone(), clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), seed);
+    (env, disk, clock)
+}
+
+#[derive(Default)]
+struct FileData {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+#[derive(Default)]
+struct DiskState {
+    /// Visible names → file id.
+    names: BTreeMap<PathBuf, u64>,
+    /// Names as they would be after a crash.
+    durable_names: BTreeMap<PathBuf, u64>,
+    /// Directories (durable on creation: a simplification the real code never depends on, since
+    /// it syncs the parent after creating a directory).
+    dirs: BTreeMap<PathBuf, ()>,
+    files: BTreeMap<u64, Arc<Mutex<FileData>>>,
+    next_id: u64,
+}
+
+/// The in-memory disk.
+#[derive(Default)]
+pub struct MemDisk {
+    state: Mutex<DiskState>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{}: not found", path.display()))
+}
+
+impl MemDisk {
+    /// Simulates a power loss: unsynced bytes and unsynced directory changes vanish.
+    pub fn crash(&self) {
+        let mut st = lock(&self.state);
+        st.names = st.durable_names.clone();
+        let live: Vec<u64> = st.names.values().copied().collect();
+        st.files.retain(|id, _| live.contains(id));
+        for f in st.files.values() {
+            let mut f = lock(f);
+            f.current = f.durable.clone();
+        }
+    }
+
+    /// Flips one bit of the durable and current contents of `path` at `offset` (a latent error).
+    pub fn flip_bit(&self, path: &Path, offset: u64, bit: u8) -> io::Result<()> {
+        let st = lock(&self.state);
+        let id = st.names.get(path).ok_or_else(|| not_found(path))?;
+        let mut f = lock(&st.files[id]);
+        let i = offset as usize;
+        if i >= f.current.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "offset past end"));
+        }
+        f.current[i] ^= 1 << (bit % 8);
+        if i < f.durable.len() {
+            f.durable[i] ^= 1 << (bit % 8);
+        }
+        Ok(())
+    }
+
+    /// Total bytes held (current contents).
+    pub fn used_bytes(&self) -> u64 {
+        let st = lock(&self.state);
+        st.files.values().map(|f| lock(f).current.len() as u64).sum()
+    }
+}
+
+struct MemFile {
+    data: Arc<Mutex<FileData>>,
+    writable: bool,
+}
+
+impl File for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let f = lock(&self.data);
+        let off = offset as usize;
+        if off >= f.current.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(f.current.len() - off);
+        buf[..n].copy_from_slice(&f.current[off..off + n]);
+        Ok(n)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "file opened read-only"));
+        }
+        let mut f = lock(&self.data);
+        let off = offset as usize;
+        let end = off + buf.len();
+        if f.current.len() < end {
+            f.current.resize(end, 0);
+        }
+        f.current[off..end].copy_from_slice(buf);
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        let mut f = lock(&self.data);
+        f.durable = f.current.clone();
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "file opened read-only"));
+        }
+        lock(&self.data).current.resize(len as usize, 0);
+        Ok(())
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(lock(&self.data).current.len() as u64)
+    }
+}
+
+impl Disk for MemDisk {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>> {
+        let mut st = lock(&self.state);
+        let parent = super::parent(path).to_path_buf();
+        let existing = st.names.get(path).copied();
+        let id = match (mode, existing) {
+            (OpenMode::Read | OpenMode::ReadWrite, None) => return Err(not_found(path)),
+            (OpenMode::Read | OpenMode::ReadWrite, Some(id)) => id,
+            (OpenMode::CreateNew, Some(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{}: exists", path.display()),
+                ))
+            }
+            (OpenMode::CreateTruncate, Some(id)) => {
+                lock(&st.files[&id]).current.clear();
+                id
+            }
+            (OpenMode::CreateNew | OpenMode::CreateTruncate, None) => {
+                if !st.dirs.contains_key(&parent) && parent != Path::new(".") {
+                    return Err(not_found(&parent));
+                }
+                st.next_id += 1;
+                let id = st.next_id;
+                st.files.insert(id, Arc::default());
+                st.names.insert(path.to_path_buf(), id);
+                id
+            }
+        };
+        Ok(Arc::new(MemFile { data: st.files[&id].clone(), writable: mode != OpenMode::Read }))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let mut p = Some(path);
+        while let Some(d) = p {
+            if d.as_os_str().is_empty() {
+                break;
+            }
+            st.dirs.insert(d.to_path_buf(), ());
+            p = d.parent();
+        }
+        Ok(())
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let id = st.names.remove(from).ok_or_else(|| not_found(from))?;
+        st.names.insert(to.to_path_buf(), id);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        st.names.remove(path).ok_or_else(|| not_found(path))?;
+        Ok(())
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let in_dir = |p: &Path| super::parent(p) == dir;
+        let keep: Vec<(PathBuf, u64)> =
+            st.durable_names.iter().filter(|(p, _)| !in_dir(p)).map(|(p, i)| (p.clone(), *i)).collect();
+        let now: Vec<(PathBuf, u64)> =
+            st.names.iter().filter(|(p, _)| in_dir(p)).map(|(p, i)| (p.clone(), *i)).collect();
+        st.durable_names = keep.into_iter().chain(now).collect();
+        Ok(())
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let st = lock(&self.state);
+        if !st.dirs.contains_key(dir) {
+            return Err(not_found(dir));
+        }
+        let mut out: Vec<String> = st
+            .names
+            .keys()
+            .map(|p| p.as_path())
+            .chain(st.dirs.keys().map(|p| p.as_path()))
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        let st = lock(&self.state);
+        st.names.contains_key(path) || st.dirs.contains_key(path)
+    }
+    fn space(&self, _path: &Path) -> Option<(u64, u64)> {
+        let used = self.used_bytes();
+        Some((1 << 40, (1u64 << 40).saturating_sub(used)))
+    }
+}
+
+/// A clock that moves only when told to.
+pub struct ManualClock {
+    mono_us: AtomicU64,
+    wall_us: AtomicI64,
+}
+
+impl ManualClock {
+    /// A clock at monotonic zero and the given wall time.
+    pub fn new(wall_us: i64) -> ManualClock {
+        ManualClock { mono_us: AtomicU64::new(0), wall_us: AtomicI64::new(wall_us) }
+    }
+    /// Moves both clocks forward.
+    pub fn advance(&self, d: Duration) {
+        self.mono_us.fetch_add(d.as_micros() as u64, Ordering::SeqCst);
+        self.wall_us.fetch_add(d.as_micros() as i64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn monotonic(&self) -> Duration {
+        Duration::from_micros(self.mono_us.load(Ordering::SeqCst))
+    }
+    fn wall_micros(&self) -> i64 {
+        self.wall_us.load(Ordering::SeqCst)
+    }
+}
+
+/// An in-process network of tokio duplex pipes.
+#[derive(Default)]
+pub struct MemNet {
+    listeners:
+        Arc<Mutex<BTreeMap<SocketAddr, tokio::sync::mpsc::Sender<(tokio::io::DuplexStream, SocketAddr)>>>>,
+    next_port: AtomicU64,
+}
+
+struct MemListener {
+    addr: SocketAddr,
+    rx: tokio::sync::mpsc::Receiver<(tokio::io::DuplexStream, SocketAddr)>,
+}
+
+impl Listener for MemListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
+        Box::pin(async move {
+            match self.rx.recv().await {
+                Some((s, a)) => Ok((Box::new(s) as Box<dyn Conn>, a)),
+                None => Err(io::Error::new(io::ErrorKind::BrokenPipe, "listener closed")),
+            }
+        })
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.addr)
+    }
+}
+
+impl Net for MemNet {
+    fn listen(&self, mut addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            if addr.port() == 0 {
+                addr.set_port(40_000 + (self.next_port.fetch_add(1, Ordering::SeqCst) % 20_000) as u16);
+            }
+            let (tx, rx) = tokio::sync::mpsc::channel(128);
+            let mut l = lock(&self.listeners);
+            if l.contains_key(&addr) {
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, addr.to_string()));
+            }
+            l.insert(addr, tx);
+            Ok(Box::new(MemListener { addr, rx }) as Box<dyn Listener>)
+        })
+    }
+    fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        Box::pin(async move {
+            let tx = lock(&self.listeners).get(&addr).cloned();
+            let tx = tx.ok_or_else(|| io::Error::new(io::ErrorKind::ConnectionRefused, addr.to_string()))?;
+            let (a, b) = tokio::io::duplex(64 * 1024);
+            let from: SocketAddr = ([127, 0, 0, 2], 1).into();
+            tx.send((b, from))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::ConnectionRefused, addr.to_string()))?;
+            Ok(Box::new(a) as Box<dyn Conn>)
+        })
+    }
+}
+
+/// Runs blocking and background work inline; spawns on the ambient tokio runtime.
+pub struct InlineRuntime;
+
+impl Runtime for InlineRuntime {
+    fn spawn(&self, fut: BoxFuture<'static, ()>) {
+        tokio::spawn(fut);
+    }
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+    fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        f();
+        Box::pin(async {})
+    }
+    fn background(&self, _name: &'static str, f: Box<dyn FnOnce() + Send>) {
+        f();
+    }
+}

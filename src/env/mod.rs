@@ -1,0 +1,234 @@
+//! The one seam between the node and the world.
+//!
+//! Time, randomness, disk, network and task spawning reach the node only through [`Env`]. Three
+//! implementations exist: [`real`] (tokio and std, the only module allowed to touch the OS; clippy's
+//! `disallowed-methods`/`disallowed-types` in `clippy.toml` enforce this), [`mem`] (an in-memory
+//! disk with a crash model, a manual clock and an in-process network, for unit and model tests) and
+//! the turmoil-backed simulator in `sim/`.
+//!
+//! Invariants every implementation keeps:
+//! - disk calls are synchronous and positional (`read_at`/`write_all_at`); a write is durable only
+//!   after `sync_data` on the file, and a create, rename or remove only after `sync_dir` on its
+//!   parent directory;
+//! - `Clock::monotonic` never goes backwards; the wall clock may jump;
+//! - all randomness comes from one seeded ChaCha stream, so a seed reproduces a run;
+//! - `Runtime::background` runs work that must not block the caller (chunk pre-allocation, index
+//!   flushes and merges); the simulated runtimes run it inline, which keeps runs deterministic.
+
+pub mod mem;
+pub mod real;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A boxed, sendable future, the currency of the object-safe async traits below.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How [`Disk::open`] opens a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write; the file must exist.
+    ReadWrite,
+    /// Read and write; the file is created, and must not exist yet.
+    CreateNew,
+    /// Read and write; created if missing, truncated to zero if present.
+    CreateTruncate,
+}
+
+/// An open file. Positional I/O only, so one handle can serve concurrent readers and a writer.
+pub trait File: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write so far (and the file length) durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Truncates or extends (with zeros) the file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, failing with `UnexpectedEof` on a short file.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+                n => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A file system rooted wherever the paths point.
+pub trait Disk: Send + Sync {
+    /// Opens (or creates) a file.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>>;
+    /// Creates a directory and its parents (durable after `sync_dir` of each parent).
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes creations, renames and removals of entries in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the entries of `dir` (files and directories), sorted.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// `(total, available)` bytes of the volume holding `path`, when known.
+    fn space(&self, path: &Path) -> Option<(u64, u64)>;
+}
+
+/// Monotonic and wall-clock time.
+pub trait Clock: Send + Sync {
+    /// Time since the environment started; never decreases.
+    fn monotonic(&self) -> Duration;
+    /// Microseconds since the Unix epoch (may jump).
+    fn wall_micros(&self) -> i64;
+}
+
+/// A bidirectional byte stream.
+pub trait Conn: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Conn for T {}
+
+/// A bound listening socket.
+pub trait Listener: Send {
+    /// Waits for the next connection.
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>>;
+    /// The address actually bound (useful with port 0).
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// The network.
+pub trait Net: Send + Sync {
+    /// Binds a listener.
+    fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>>;
+    /// Opens a connection.
+    fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>>;
+}
+
+/// Task spawning, timers and blocking work.
+pub trait Runtime: Send + Sync {
+    /// Runs a future to completion in the background.
+    fn spawn(&self, fut: BoxFuture<'static, ()>);
+    /// Completes after `d` has passed on this environment's clock.
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()>;
+    /// Runs blocking work (disk I/O, fsync) where it does not stall the async tasks, and completes
+    /// when it is done.
+    fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()>;
+    /// Runs blocking work without waiting for it. Simulated runtimes run it inline.
+    fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>);
+}
+
+/// The environment handed to every part of the node.
+#[derive(Clone)]
+pub struct Env {
+    /// Files and directories.
+    pub disk: Arc<dyn Disk>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Sockets.
+    pub net: Arc<dyn Net>,
+    /// Tasks and timers.
+    pub rt: Arc<dyn Runtime>,
+    rng: Arc<Mutex<ChaCha20Rng>>,
+}
+
+impl Env {
+    /// Builds an environment from its parts and an entropy seed.
+    pub fn new(
+        disk: Arc<dyn Disk>,
+        clock: Arc<dyn Clock>,
+        net: Arc<dyn Net>,
+        rt: Arc<dyn Runtime>,
+        seed: u64,
+    ) -> Env {
+        Env { disk, clock, net, rt, rng: Arc::new(Mutex::new(ChaCha20Rng::seed_from_u64(seed))) }
+    }
+
+    /// The next 64 random bits of this environment's seeded stream.
+    pub fn random_u64(&self) -> u64 {
+        self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_u64()
+    }
+
+    /// Fills `buf` from the seeded stream.
+    pub fn fill_random(&self, buf: &mut [u8]) {
+        self.rng.lock().unwrap_or_else(|e| e.into_inner()).fill_bytes(buf)
+    }
+
+    /// A random (version 4) UUID from the seeded stream.
+    pub fn new_uuid(&self) -> uuid::Uuid {
+        let mut b = [0u8; 16];
+        self.fill_random(&mut b);
+        uuid::Builder::from_random_bytes(b).into_uuid()
+    }
+
+    /// Runs `f` through [`Runtime::blocking`] and returns its result.
+    pub async fn blocking<R, F>(&self, f: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+        let out = slot.clone();
+        self.rt
+            .blocking(Box::new(move || {
+                let r = f();
+                *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            }))
+            .await;
+        let r = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        r.expect("blocking work completed without a result (it panicked)")
+    }
+
+    /// Writes `bytes` to `path` atomically and durably: a `.tmp` sibling is written and synced, then
+    /// renamed over `path`, then the directory is synced.
+    pub fn write_file_atomic(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let tmp = tmp_path(path);
+        let f = self.disk.open(&tmp, OpenMode::CreateTruncate)?;
+        f.write_all_at(bytes, 0)?;
+        f.sync_data()?;
+        drop(f);
+        self.disk.rename(&tmp, path)?;
+        self.disk.sync_dir(parent(path))
+    }
+
+    /// Reads a whole file.
+    pub fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let f = self.disk.open(path, OpenMode::Read)?;
+        let len = f.len()?;
+        let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        f.read_exact_at(&mut buf, 0)?;
+        Ok(buf)
+    }
+}
+
+/// The `.tmp` sibling used for atomic replacement.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+/// The parent directory of `path` (`.` for a bare name).
+pub fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}

@@ -1,0 +1,180 @@
+//! The real environment: std files, tokio sockets and timers, the OS clocks and OS entropy.
+//!
+//! This is the only module allowed to touch the operating system (see `clippy.toml`). It holds no
+//! logic beyond translating the [`super`] traits to system calls.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{BoxFuture, Clock, Conn, Disk, Env, File, Listener, Net, OpenMode, Runtime};
+
+/// Builds the production environment. Must be called inside a tokio runtime.
+pub fn env() -> Env {
+    let seed = rand::random::<u64>();
+    Env::new(
+        Arc::new(RealDisk),
+        Arc::new(RealClock { start: Instant::now() }),
+        Arc::new(RealNet),
+        Arc::new(RealRuntime),
+        seed,
+    )
+}
+
+/// `std::fs` with positional I/O.
+pub struct RealDisk;
+
+struct RealFile(std::fs::File);
+
+impl File for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+}
+
+impl Disk for RealDisk {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>> {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                o.write(true);
+            }
+            OpenMode::CreateNew => {
+                o.write(true).create_new(true);
+            }
+            OpenMode::CreateTruncate => {
+                o.write(true).create(true).truncate(true);
+            }
+        }
+        o.mode(0o644);
+        let f = o.open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Arc::new(RealFile(f)))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn space(&self, path: &Path) -> Option<(u64, u64)> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
+        let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+        if rc != 0 {
+            return None;
+        }
+        let frsize = st.f_frsize as u64;
+        Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+    }
+}
+
+/// `Instant` and `SystemTime`.
+pub struct RealClock {
+    start: Instant,
+}
+
+impl Clock for RealClock {
+    fn monotonic(&self) -> Duration {
+        self.start.elapsed()
+    }
+    fn wall_micros(&self) -> i64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    }
+}
+
+/// tokio TCP.
+pub struct RealNet;
+
+struct RealListener(tokio::net::TcpListener);
+
+impl Listener for RealListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
+        Box::pin(async move {
+            let (s, a) = self.0.accept().await?;
+            s.set_nodelay(true)?;
+            Ok((Box::new(s) as Box<dyn Conn>, a))
+        })
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+impl Net for RealNet {
+    fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            let l = tokio::net::TcpListener::bind(addr).await?;
+            Ok(Box::new(RealListener(l)) as Box<dyn Listener>)
+        })
+    }
+    fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        Box::pin(async move {
+            let s = tokio::net::TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            Ok(Box::new(s) as Box<dyn Conn>)
+        })
+    }
+}
+
+/// The ambient tokio runtime; blocking and background work go to its blocking pool.
+pub struct RealRuntime;
+
+impl Runtime for RealRuntime {
+    fn spawn(&self, fut: BoxFuture<'static, ()>) {
+        tokio::spawn(fut);
+    }
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+    fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        let h = tokio::task::spawn_blocking(f);
+        Box::pin(async move {
+            if let Err(e) = h.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        })
+    }
+    fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>) {
+        tracing::trace!(name, "background work queued");
+        drop(tokio::task::spawn_blocking(f));
+    }
+}

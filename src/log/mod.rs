@@ -1,0 +1,812 @@
+//! The transaction log: chunk files in `db/`, the checkpoints, the writer and readers, recovery.
+//!
+//! The log is a sequence of byte positions. Position `p` lives in logical chunk
+//! `p / chunk_size` at offset `p % chunk_size` of that chunk's data. Records never span chunks: a
+//! record that does not fit completes the chunk (its footer is written) and goes to the next one.
+//!
+//! Invariants:
+//! - `writer.chk` is the end of the durable log. Bytes below it are committed; an append is
+//!   acknowledged only after its bytes *and* `writer.chk` are synced ([`LogWriter::commit`]).
+//! - Readers never see past [`Log::committed`], so a half-written group commit is invisible.
+//! - Every chunk below the writer's chunk is complete (has a footer).
+//! - After a failed write or sync the log is poisoned: it refuses further writes, because the
+//!   state of the file after a failed fsync is unknown (and retrying fsync can report success for
+//!   data that never reached the disk).
+//!
+//! Recovery ([`Log::open`]): a `truncate.chk` below `writer.chk` first truncates the log to it (the
+//! spec's restore procedure); then anything past `writer.chk` is a torn tail and is zeroed; chunk
+//! files past the writer's chunk are leftovers of pre-allocation and are removed. Recovery reads
+//! only the writer's chunk, never the whole log: committed records are checksummed on every read,
+//! and the index rebuild verifies the tail it replays.
+
+pub mod checkpoint;
+pub mod chunk;
+pub mod record;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use self::checkpoint::Checkpoint;
+use self::chunk::{ChunkFooter, ChunkHeader, FOOTER_SIZE, HEADER_SIZE};
+use self::record::{FrameError, Record};
+use crate::env::{Env, File, OpenMode};
+
+/// Default logical chunk size: 256 MiB of data per chunk file.
+pub const DEFAULT_CHUNK_SIZE: u64 = 256 * 1024 * 1024;
+/// Smallest chunk size accepted (tests use tiny chunks).
+pub const MIN_CHUNK_SIZE: u64 = 4096;
+/// Bytes read at once when scanning the log.
+const SCAN_READ_BYTES: usize = 256 * 1024;
+/// Bytes read at once when a single record is fetched (most records fit).
+const POINT_READ_BYTES: usize = 4096;
+/// Block size of the torn-tail scan at start-up.
+const TAIL_SCAN_BYTES: usize = 1 << 20;
+
+/// Where and how big.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// The `db/` directory.
+    pub dir: PathBuf,
+    /// Data bytes per chunk.
+    pub chunk_size: u64,
+}
+
+/// Errors of the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An I/O call failed.
+    #[error("I/O error during {op} of {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// No space left on the device.
+    #[error("disk full during {op} of {path}")]
+    DiskFull {
+        /// What was being done.
+        op: &'static str,
+        /// On which file.
+        path: PathBuf,
+    },
+    /// Committed data failed its checksum or shape check.
+    #[error("corrupt data in {file} at offset {offset}: {detail}")]
+    Corrupt {
+        /// The chunk (or checkpoint) file.
+        file: PathBuf,
+        /// Byte offset in the file.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A position outside the committed log.
+    #[error("log position {0} is outside the committed log")]
+    OutOfRange(u64),
+    /// A record larger than a chunk can hold.
+    #[error("record of {len} bytes does not fit in a chunk of {chunk_size} bytes")]
+    RecordTooLarge {
+        /// Frame length.
+        len: u64,
+        /// Chunk size.
+        chunk_size: u64,
+    },
+    /// An earlier write or sync failed; no further writes are accepted.
+    #[error("the log refuses writes after an earlier write or sync failure; restart the node")]
+    Poisoned,
+    /// The files on disk do not make a valid log (missing chunk, bad configuration).
+    #[error("invalid database: {0}")]
+    Invalid(String),
+}
+
+impl LogError {
+    fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> LogError + 'a {
+        move |source| {
+            if source.raw_os_error() == Some(libc::ENOSPC) || source.kind() == io::ErrorKind::StorageFull {
+                LogError::DiskFull { op, path: path.to_path_buf() }
+            } else {
+                LogError::Io { op, path: path.to_path_buf(), source }
+            }
+        }
+    }
+}
+
+/// One open chunk file.
+pub struct Chunk {
+    /// Its header.
+    pub header: ChunkHeader,
+    /// File version (raised by scavenging).
+    pub version: u32,
+    /// Path of the file.
+    pub path: PathBuf,
+    file: Arc<dyn File>,
+    /// Data bytes in use: from the footer for a complete chunk, `u64::MAX` while it is written.
+    data_end: AtomicU64,
+}
+
+impl Chunk {
+    fn read(&self, buf: &mut [u8], local: u64) -> Result<(), LogError> {
+        self.file.read_exact_at(buf, HEADER_SIZE + local).map_err(LogError::io("read", &self.path))
+    }
+    fn corrupt(&self, local: u64, detail: impl std::fmt::Display) -> LogError {
+        LogError::Corrupt { file: self.path.clone(), offset: HEADER_SIZE + local, detail: detail.to_string() }
+    }
+}
+
+/// The five checkpoint files of `db/`.
+pub struct Checkpoints {
+    /// End of the durable log.
+    pub writer: Checkpoint,
+    /// How far the log has been processed into the index (restores truncate to it).
+    pub chaser: Checkpoint,
+    /// Position of the last epoch record, -1 before the first.
+    pub epoch: Checkpoint,
+    /// Set (by a restore) to truncate the log on the next start; -1 otherwise.
+    pub truncate: Checkpoint,
+    /// Last election proposal number.
+    pub proposal: Checkpoint,
+}
+
+/// What recovery did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The log was truncated to this position by `truncate.chk`.
+    pub truncated_to: Option<u64>,
+    /// Non-zero bytes past `writer.chk` that were zeroed (a torn tail).
+    pub torn_bytes: u64,
+    /// Chunk files found.
+    pub chunks: usize,
+}
+
+/// The transaction log (shared by readers and the single writer).
+pub struct Log {
+    env: Env,
+    cfg: LogConfig,
+    chunks: RwLock<BTreeMap<u32, Arc<Chunk>>>,
+    committed: AtomicU64,
+    /// Checkpoint files.
+    pub checkpoints: Checkpoints,
+    prepared: Mutex<Option<(u32, Arc<dyn File>)>>,
+    poisoned: AtomicBool,
+    max_body: u32,
+}
+
+impl Log {
+    /// Opens (creating if empty) and recovers the log in `cfg.dir`.
+    pub fn open(env: &Env, cfg: LogConfig) -> Result<(Arc<Log>, LogWriter, RecoveryReport), LogError> {
+        if cfg.chunk_size < MIN_CHUNK_SIZE || cfg.chunk_size > u32::MAX as u64 {
+            return Err(LogError::Invalid(format!(
+                "chunk size {} is outside {MIN_CHUNK_SIZE}..={}",
+                cfg.chunk_size,
+                u32::MAX
+            )));
+        }
+        let disk = &*env.disk;
+        let dir = cfg.dir.clone();
+        disk.create_dir_all(&dir).map_err(LogError::io("create directory", &dir))?;
+        disk.sync_dir(crate::env::parent(&dir)).map_err(LogError::io("sync directory", &dir))?;
+        let names = disk.list(&dir).map_err(LogError::io("list", &dir))?;
+        let fresh = !names.iter().any(|n| chunk::is_chunk_name(n) || n == "writer.chk");
+        let cp = |name: &str, init: i64| {
+            let p = dir.join(name);
+            Checkpoint::open(disk, &p, init).map_err(LogError::io("open checkpoint", &dir))
+        };
+        if !fresh && !disk.exists(&dir.join("writer.chk")) {
+            return Err(LogError::Invalid(format!("{} holds chunk files but no writer.chk", dir.display())));
+        }
+        let checkpoints = Checkpoints {
+            writer: cp("writer.chk", 0)?,
+            chaser: cp("chaser.chk", 0)?,
+            epoch: cp("epoch.chk", -1)?,
+            truncate: cp("truncate.chk", -1)?,
+            proposal: cp("proposal.chk", 0)?,
+        };
+        for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+            let p = dir.join(n);
+            disk.remove(&p).map_err(LogError::io("remove temporary file", &p))?;
+        }
+        let mut latest: BTreeMap<u32, u32> = BTreeMap::new();
+        for (start, version) in names.iter().filter_map(|n| chunk::parse_file_name(n)) {
+            let v = latest.entry(start).or_insert(version);
+            *v = (*v).max(version);
+        }
+        for (start, version) in names.iter().filter_map(|n| chunk::parse_file_name(n)) {
+            if latest.get(&start) != Some(&version) {
+                let p = dir.join(chunk::file_name(start, version));
+                disk.remove(&p).map_err(LogError::io("remove superseded chunk", &p))?;
+            }
+        }
+        let max_body = u32::try_from(cfg.chunk_size).unwrap_or(u32::MAX);
+        let log = Arc::new(Log {
+            env: env.clone(),
+            cfg,
+            chunks: RwLock::new(BTreeMap::new()),
+            committed: AtomicU64::new(0),
+            checkpoints,
+            prepared: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            max_body,
+        });
+        let mut report = RecoveryReport { chunks: latest.len(), ..RecoveryReport::default() };
+        let writer_pos = log.recover(&latest, &mut report)?;
+        let writer = LogWriter::resume(log.clone(), writer_pos)?;
+        Ok((log, writer, report))
+    }
+
+    fn recover(&self, latest: &BTreeMap<u32, u32>, report: &mut RecoveryReport) -> Result<u64, LogError> {
+        let disk = &*self.env.disk;
+        let dir = &self.cfg.dir;
+        let size = self.cfg.chunk_size;
+        let cps = &self.checkpoints;
+        let mut writer = u64::try_from(cps.writer.read())
+            .map_err(|_| LogError::Invalid(format!("writer.chk holds {}", cps.writer.read())))?;
+        let truncate = cps.truncate.read();
+        if truncate >= 0 && (truncate as u64) < writer {
+            tracing::warn!(from = writer, to = truncate, "truncating the log to truncate.chk");
+            writer = truncate as u64;
+            report.truncated_to = Some(writer);
+        }
+        // Open the chunks, in order, up to the writer's chunk; remove those past it.
+        let writer_chunk = (writer / size) as u32;
+        let mut chunks = BTreeMap::new();
+        let mut expect = 0u32;
+        for (&start, &version) in latest {
+            let path = dir.join(chunk::file_name(start, version));
+            if start > writer_chunk {
+                disk.remove(&path).map_err(LogError::io("remove chunk past the writer", &path))?;
+                continue;
+            }
+            if start != expect {
+                return Err(LogError::Invalid(format!(
+                    "chunk file for chunk {expect} is missing (found {})",
+                    path.display()
+                )));
+            }
+            let file = disk.open(&path, OpenMode::ReadWrite).map_err(LogError::io("open", &path))?;
+            let mut hb = [0u8; HEADER_SIZE as usize];
+            file.read_exact_at(&mut hb, 0).map_err(LogError::io("read header", &path))?;
+            let header = ChunkHeader::decode(&hb).map_err(|d| LogError::Corrupt {
+                file: path.clone(),
+                offset: 0,
+                detail: d.into(),
+            })?;
+            if header.chunk_size != size {
+                return Err(LogError::Invalid(format!(
+                    "{} was written with chunk size {}, but the node runs with {size}; start with --chunk-size {}",
+                    path.display(),
+                    header.chunk_size,
+                    header.chunk_size
+                )));
+            }
+            if header.start != start {
+                return Err(LogError::Corrupt {
+                    file: path,
+                    offset: 20,
+                    detail: "header names another chunk".into(),
+                });
+            }
+            let flen = file.len().map_err(LogError::io("stat", &path))?;
+            let mut fb = [0u8; FOOTER_SIZE as usize];
+            file.read_exact_at(&mut fb, flen.saturating_sub(FOOTER_SIZE))
+                .map_err(LogError::io("read footer", &path))?;
+            let footer = ChunkFooter::decode(&fb).map_err(|d| LogError::Corrupt {
+                file: path.clone(),
+                offset: flen.saturating_sub(FOOTER_SIZE),
+                detail: d.into(),
+            })?;
+            let last = header.end >= writer_chunk;
+            let data_end = match (footer, last) {
+                (Some(f), false) => f.logical_size,
+                (None, false) => {
+                    return Err(LogError::Corrupt {
+                        file: path,
+                        offset: flen.saturating_sub(FOOTER_SIZE),
+                        detail: "chunk below the writer checkpoint is not complete".into(),
+                    })
+                }
+                (_, true) => u64::MAX,
+            };
+            expect = header.end + 1;
+            chunks.insert(
+                start,
+                Arc::new(Chunk { header, version, path, file, data_end: AtomicU64::new(data_end) }),
+            );
+        }
+        if writer > 0 && expect <= writer_chunk && writer % size != 0 {
+            return Err(LogError::Invalid(format!(
+                "writer.chk is {writer} but the chunk file for chunk {writer_chunk} is missing"
+            )));
+        }
+        *self.chunks.write().unwrap_or_else(|e| e.into_inner()) = chunks;
+        if expect <= writer_chunk {
+            // The writer sits exactly at the start of a chunk that was never created.
+            self.new_chunk(writer_chunk)?;
+            disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
+        }
+        let current = self.chunk_for(writer).ok_or(LogError::OutOfRange(writer))?;
+        // The writer's chunk: undo a completion that was not committed, zero the torn tail.
+        let local = writer - current.header.start as u64 * size;
+        let mut fb = [0u8; FOOTER_SIZE as usize];
+        let flen = current.file.len().map_err(LogError::io("stat", &current.path))?;
+        current
+            .file
+            .read_exact_at(&mut fb, flen - FOOTER_SIZE)
+            .map_err(LogError::io("read footer", &current.path))?;
+        if fb.iter().any(|&b| b != 0) {
+            current
+                .file
+                .write_all_at(&[0u8; FOOTER_SIZE as usize], flen - FOOTER_SIZE)
+                .map_err(LogError::io("clear footer", &current.path))?;
+        }
+        report.torn_bytes = self.zero_tail(&current, local, report.truncated_to.is_some())?;
+        current.file.sync_data().map_err(LogError::io("sync", &current.path))?;
+        if report.truncated_to.is_some() || cps.writer.read() != writer as i64 {
+            cps.writer.write_durable(writer as i64).map_err(LogError::io("write", cps.writer.path()))?;
+        }
+        if cps.chaser.read() > writer as i64 || cps.chaser.read() < 0 {
+            cps.chaser.write_durable(writer as i64).map_err(LogError::io("write", cps.chaser.path()))?;
+        }
+        if cps.epoch.read() >= writer as i64 {
+            cps.epoch.write_durable(-1).map_err(LogError::io("write", cps.epoch.path()))?;
+        }
+        if truncate >= 0 {
+            cps.truncate.write_durable(-1).map_err(LogError::io("write", cps.truncate.path()))?;
+        }
+        self.committed.store(writer, Ordering::Release);
+        Ok(writer)
+    }
+
+    /// Zeroes non-zero bytes from `local` on. A torn tail is at most one group commit long, so the
+    /// scan stops at the first all-zero block; a truncation (`full`) zeroes to the end.
+    fn zero_tail(&self, chunk: &Chunk, local: u64, full: bool) -> Result<u64, LogError> {
+        let size = self.cfg.chunk_size;
+        let mut at = local;
+        let mut zeroed = 0u64;
+        let mut buf = vec![0u8; TAIL_SCAN_BYTES];
+        while at < size {
+            let n = ((size - at) as usize).min(TAIL_SCAN_BYTES);
+            chunk.read(&mut buf[..n], at)?;
+            let dirty = buf[..n].iter().any(|&b| b != 0);
+            if dirty {
+                zeroed += buf[..n].iter().filter(|&&b| b != 0).count() as u64;
+                chunk
+                    .file
+                    .write_all_at(&vec![0u8; n], HEADER_SIZE + at)
+                    .map_err(LogError::io("zero torn tail", &chunk.path))?;
+            } else if !full {
+                break;
+            }
+            at += n as u64;
+        }
+        Ok(zeroed)
+    }
+
+    /// Creates chunk `number` (using the pre-allocated file when it is ready) and registers it.
+    fn new_chunk(&self, number: u32) -> Result<Arc<Chunk>, LogError> {
+        let dir = &self.cfg.dir;
+        let path = dir.join(chunk::file_name(number, 0));
+        let tmp = crate::env::tmp_path(&path);
+        let file = {
+            let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+            match prepared.take() {
+                Some((n, f)) if n == number => f,
+                _ => {
+                    let header = self.fresh_header(number);
+                    chunk::create_file(&*self.env.disk, &tmp, &header)
+                        .map_err(LogError::io("create chunk", &tmp))?
+                }
+            }
+        };
+        self.env.disk.rename(&tmp, &path).map_err(LogError::io("rename chunk", &tmp))?;
+        let mut hb = [0u8; HEADER_SIZE as usize];
+        file.read_exact_at(&mut hb, 0).map_err(LogError::io("read header", &path))?;
+        let header = ChunkHeader::decode(&hb).map_err(|d| LogError::Corrupt {
+            file: path.clone(),
+            offset: 0,
+            detail: d.into(),
+        })?;
+        let c = Arc::new(Chunk { header, version: 0, path, file, data_end: AtomicU64::new(u64::MAX) });
+        self.chunks.write().unwrap_or_else(|e| e.into_inner()).insert(number, c.clone());
+        Ok(c)
+    }
+
+    fn fresh_header(&self, number: u32) -> ChunkHeader {
+        ChunkHeader {
+            chunk_size: self.cfg.chunk_size,
+            start: number,
+            end: number,
+            scavenged: false,
+            id: *self.env.new_uuid().as_bytes(),
+        }
+    }
+
+    /// Pre-allocates chunk `number` in the background, off the append path.
+    fn prepare_chunk(self: &Arc<Self>, number: u32) {
+        let log = self.clone();
+        self.env.rt.background(
+            "annal-chunk-prealloc",
+            Box::new(move || {
+                let mut prepared = log.prepared.lock().unwrap_or_else(|e| e.into_inner());
+                if matches!(&*prepared, Some((n, _)) if *n == number) {
+                    return;
+                }
+                let path = log.cfg.dir.join(chunk::file_name(number, 0));
+                let tmp = crate::env::tmp_path(&path);
+                match chunk::create_file(&*log.env.disk, &tmp, &log.fresh_header(number)) {
+                    Ok(f) => *prepared = Some((number, f)),
+                    Err(e) => tracing::warn!(error = %e, "pre-allocating the next chunk failed; it will be created on demand"),
+                }
+            }),
+        );
+    }
+
+    /// End of the committed (durable, readable) log.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Data bytes per chunk.
+    pub fn chunk_size(&self) -> u64 {
+        self.cfg.chunk_size
+    }
+
+    /// The `db/` directory.
+    pub fn dir(&self) -> &Path {
+        &self.cfg.dir
+    }
+
+    /// Whether an earlier failure poisoned the writer.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Open chunk files, in log order.
+    pub fn chunks(&self) -> Vec<Arc<Chunk>> {
+        self.chunks.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    fn chunk_for(&self, pos: u64) -> Option<Arc<Chunk>> {
+        let n = (pos / self.cfg.chunk_size) as u32;
+        let chunks = self.chunks.read().unwrap_or_else(|e| e.into_inner());
+        let (_, c) = chunks.range(..=n).next_back()?;
+        (c.header.end >= n).then(|| c.clone())
+    }
+
+    /// End (exclusive, logical position) of readable data in `c`.
+    fn readable_end(&self, c: &Chunk) -> u64 {
+        let base = c.header.start as u64 * self.cfg.chunk_size;
+        let span = (c.header.end - c.header.start + 1) as u64 * self.cfg.chunk_size;
+        let end = base + c.data_end.load(Ordering::Acquire).min(span);
+        end.min(self.committed())
+    }
+
+    /// Reads the record at `pos`, which must be the start of a committed record.
+    pub fn read(&self, pos: u64) -> Result<Record, LogError> {
+        let c = self.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
+        let end = self.readable_end(&c);
+        if pos >= end {
+            return Err(LogError::OutOfRange(pos));
+        }
+        let base = c.header.start as u64 * self.cfg.chunk_size;
+        let local = pos - base;
+        let avail = (end - pos) as usize;
+        let mut buf = vec![0u8; avail.min(POINT_READ_BYTES)];
+        c.read(&mut buf, local)?;
+        match record::decode(&buf, pos, self.max_body) {
+            Ok((r, _)) => Ok(r),
+            Err(FrameError::Short { needed }) if needed <= avail => {
+                buf.resize(needed, 0);
+                c.read(&mut buf, local)?;
+                record::decode(&buf, pos, self.max_body).map(|(r, _)| r).map_err(|e| c.corrupt(local, e))
+            }
+            Err(e) => Err(c.corrupt(local, e)),
+        }
+    }
+
+    /// Scans committed records forward from `from` (a record start or chunk boundary).
+    pub fn scan(&self, from: u64) -> Scan<'_> {
+        Scan { log: self, pos: from, buf: Vec::new(), buf_pos: 0, chunk: None, limit: None }
+    }
+
+    /// Reads up to `max` records that start before `before`, newest first. Returns them and the
+    /// position to continue from (the start of the oldest returned record).
+    pub fn read_backward(&self, before: u64, max: usize) -> Result<(Vec<Record>, u64), LogError> {
+        let mut out = Vec::new();
+        let mut pos = before.min(self.committed());
+        let size = self.cfg.chunk_size;
+        while out.len() < max && pos > 0 {
+            let c = match self.chunk_for(pos - 1) {
+                Some(c) => c,
+                None => break,
+            };
+            let base = c.header.start as u64 * size;
+            let end = self.readable_end(&c);
+            if pos > end {
+                pos = end;
+            }
+            if pos == base {
+                continue;
+            }
+            let local = pos - base;
+            let mut lb = [0u8; 4];
+            c.read(&mut lb, local - 4.min(local))?;
+            let len =
+                record::frame_len_before(&lb, self.max_body).map_err(|e| c.corrupt(local - 4, e))? as u64;
+            if len > local {
+                return Err(c.corrupt(local - 4, "record length runs before the chunk start"));
+            }
+            let start = pos - len;
+            out.push(self.read(start)?);
+            pos = start;
+            if pos == base && base > 0 {
+                // Continue in the previous chunk.
+                continue;
+            }
+        }
+        Ok((out, pos))
+    }
+
+    /// Flushes the chaser checkpoint (called at index flushes and shutdown).
+    pub fn flush_chaser(&self) -> Result<(), LogError> {
+        self.checkpoints.chaser.flush().map_err(LogError::io("sync", self.checkpoints.chaser.path()))
+    }
+}
+
+/// A forward scan over committed records (see [`Log::scan`]).
+pub struct Scan<'a> {
+    log: &'a Log,
+    pos: u64,
+    buf: Vec<u8>,
+    buf_pos: u64,
+    chunk: Option<Arc<Chunk>>,
+    limit: Option<u64>,
+}
+
+impl Scan<'_> {
+    /// Position of the next record to be returned.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Stops the scan at `end` (exclusive) even if more is committed.
+    pub fn until(mut self, end: u64) -> Self {
+        self.limit = Some(end);
+        self
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, LogError> {
+        let size = self.log.cfg.chunk_size;
+        loop {
+            let stop = self.limit.unwrap_or(u64::MAX).min(self.log.committed());
+            if self.pos >= stop {
+                return Ok(None);
+            }
+            let c = match &self.chunk {
+                Some(c)
+                    if c.header.start as u64 * size <= self.pos
+                        && self.pos < (c.header.end as u64 + 1) * size =>
+                {
+                    c.clone()
+                }
+                _ => {
+                    let c = self.log.chunk_for(self.pos).ok_or(LogError::OutOfRange(self.pos))?;
+                    self.chunk = Some(c.clone());
+                    self.buf.clear();
+                    c
+                }
+            };
+            let base = c.header.start as u64 * size;
+            let end = self.log.readable_end(&c).min(stop);
+            if self.pos >= end {
+                if end < stop {
+                    // The rest of this chunk is padding: continue in the next chunk.
+                    self.pos = (c.header.end as u64 + 1) * size;
+                    self.chunk = None;
+                    continue;
+                }
+                return Ok(None);
+            }
+            let in_buf = self.pos >= self.buf_pos && self.pos < self.buf_pos + self.buf.len() as u64;
+            if !in_buf {
+                self.fill(&c, base, end, SCAN_READ_BYTES)?;
+            }
+            let off = (self.pos - self.buf_pos) as usize;
+            match record::decode(&self.buf[off..], self.pos, self.log.max_body) {
+                Ok((r, len)) => {
+                    self.pos += len as u64;
+                    return Ok(Some(r));
+                }
+                Err(FrameError::Short { needed }) if self.pos + needed as u64 <= end && off > 0 => {
+                    self.fill(&c, base, end, SCAN_READ_BYTES.max(needed))?;
+                }
+                Err(FrameError::Short { needed })
+                    if self.pos + needed as u64 <= end && self.buf.len() - off < needed =>
+                {
+                    self.fill(&c, base, end, needed)?;
+                }
+                Err(e) => return Err(c.corrupt(self.pos - base, e)),
+            }
+        }
+    }
+
+    fn fill(&mut self, c: &Chunk, base: u64, end: u64, want: usize) -> Result<(), LogError> {
+        let n = ((end - self.pos) as usize).min(want);
+        self.buf.resize(n, 0);
+        c.read(&mut self.buf, self.pos - base)?;
+        self.buf_pos = self.pos;
+        Ok(())
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<Record, LogError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_record() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => None,
+            Err(e) => {
+                self.limit = Some(0);
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The single writer of the log. Records are staged with [`LogWriter::append`] and made durable,
+/// all together, by [`LogWriter::commit`] (group commit).
+pub struct LogWriter {
+    log: Arc<Log>,
+    chunk: Arc<Chunk>,
+    /// Next record position.
+    pos: u64,
+    /// Position up to which bytes were handed to the file.
+    written: u64,
+    buf: Vec<u8>,
+    crc: crc32fast::Hasher,
+    completed: Vec<Arc<Chunk>>,
+    dir_dirty: bool,
+}
+
+impl LogWriter {
+    fn resume(log: Arc<Log>, pos: u64) -> Result<LogWriter, LogError> {
+        let chunk = log.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
+        let base = chunk.header.start as u64 * log.cfg.chunk_size;
+        let mut crc = crc32fast::Hasher::new();
+        let mut at = 0u64;
+        let mut buf = vec![0u8; SCAN_READ_BYTES];
+        while at < pos - base {
+            let n = ((pos - base - at) as usize).min(SCAN_READ_BYTES);
+            chunk.read(&mut buf[..n], at)?;
+            crc.update(&buf[..n]);
+            at += n as u64;
+        }
+        log.prepare_chunk(chunk.header.end + 1);
+        Ok(LogWriter {
+            log,
+            chunk,
+            pos,
+            written: pos,
+            buf: Vec::new(),
+            crc,
+            completed: Vec::new(),
+            dir_dirty: false,
+        })
+    }
+
+    /// The position the next record will get (if it fits in the current chunk).
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// The log this writer appends to.
+    pub fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// Stages a record of `len` frame bytes, which `encode` appends to the buffer given the record's
+    /// position. Returns the position.
+    pub fn append(&mut self, len: u64, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<u64, LogError> {
+        if self.log.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        let size = self.log.cfg.chunk_size;
+        if len > size {
+            return Err(LogError::RecordTooLarge { len, chunk_size: size });
+        }
+        let base = self.chunk.header.start as u64 * size;
+        if self.pos - base + len > size {
+            self.complete_chunk().inspect_err(|_| self.poison())?;
+        }
+        let pos = self.pos;
+        let before = self.buf.len();
+        encode(pos, &mut self.buf);
+        assert_eq!(
+            (self.buf.len() - before) as u64,
+            len,
+            "encoded frame length differs from the reserved length"
+        );
+        self.pos += len;
+        Ok(pos)
+    }
+
+    fn complete_chunk(&mut self) -> Result<(), LogError> {
+        self.write_buffer()?;
+        let size = self.log.cfg.chunk_size;
+        let base = self.chunk.header.start as u64 * size;
+        let used = self.pos - base;
+        let crc = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
+        let footer =
+            ChunkFooter { logical_size: used, physical_size: used, posmap_entries: 0, data_crc: crc };
+        let c = &self.chunk;
+        c.file
+            .write_all_at(&footer.encode(), HEADER_SIZE + size)
+            .map_err(LogError::io("write footer", &c.path))?;
+        c.data_end.store(used, Ordering::Release);
+        self.completed.push(c.clone());
+        let next = c.header.end + 1;
+        self.chunk = self.log.new_chunk(next)?;
+        self.dir_dirty = true;
+        self.pos = next as u64 * size;
+        self.written = self.pos;
+        self.log.prepare_chunk(next + 1);
+        Ok(())
+    }
+
+    fn write_buffer(&mut self) -> Result<(), LogError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let base = self.chunk.header.start as u64 * self.log.cfg.chunk_size;
+        let c = &self.chunk;
+        c.file
+            .write_all_at(&self.buf, HEADER_SIZE + self.written - base)
+            .map_err(LogError::io("write", &c.path))?;
+        self.crc.update(&self.buf);
+        self.written = self.pos;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Makes everything staged durable, then moves `writer.chk` and the readable end. Any failure
+    /// poisons the log.
+    pub fn commit(&mut self) -> Result<u64, LogError> {
+        if self.log.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        self.commit_inner().inspect_err(|_| self.poison())
+    }
+
+    fn commit_inner(&mut self) -> Result<u64, LogError> {
+        self.write_buffer()?;
+        for c in self.completed.drain(..) {
+            c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+        }
+        if self.dir_dirty {
+            let dir = &self.log.cfg.dir;
+            self.log.env.disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
+            self.dir_dirty = false;
+        }
+        let c = &self.chunk;
+        c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+        let cps = &self.log.checkpoints;
+        cps.writer
+            .write_durable(self.pos as i64)
+            .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+        self.log.committed.store(self.pos, Ordering::Release);
+        // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
+        // shutdown, and after a crash recovery clamps it to writer.chk.
+        cps.chaser.write(self.pos as i64).map_err(LogError::io("write checkpoint", cps.chaser.path()))?;
+        Ok(self.pos)
+    }
+
+    fn poison(&self) {
+        tracing::error!("log write failed: the node stops accepting writes");
+        self.log.poisoned.store(true, Ordering::Release);
+    }
+}
