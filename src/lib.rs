@@ -1,5 +1,16 @@
-//! Annal: an event stream database.
+//! Annal: an event stream database that speaks the EventStoreDB v5 HTTP dialect.
+//!
+//! Modules, in dependency order:
+//! - [`env`]: the one seam to time, randomness, disk, network and tasks;
+//! - [`log`]: the chunked transaction log, checkpoints, recovery;
+//! - [`index`]: stream index (memtable, sorted tables, bloom filters, indexmap);
+//! - [`store`]: the stream engine (sans-IO decisions in `store::engine`) and group commit;
+//! - [`config`]: server options (command line, YAML, environment);
+//! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API.
+pub mod config;
 pub mod env;
+pub mod http;
 pub mod index;
 pub mod log;
+pub mod node;
 pub mod store;

@@ -1,1 +1,78 @@
-fn main() {}
+//! The `annal` binary: parses options, builds the real environment and runs one node.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use annal::config::Config;
+use annal::node::Node;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env_vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect();
+    let config = match Config::parse(&args, &env_vars, |p| annal::env::real::read_text_file(p)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("annal: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if config.help {
+        print!("{}", Config::help_text());
+        return ExitCode::SUCCESS;
+    }
+    if config.version {
+        println!("annal {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("annal: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let env =
+            if config.mem_db { annal::env::real::env_with_memory_disk() } else { annal::env::real::env() };
+        let opened = {
+            let env = env.clone();
+            let config = config.clone();
+            env.clone().blocking(move || Node::open(env, config)).await
+        };
+        let node: Arc<Node> = match opened {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("annal: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let (addr, serve) = match node.bind().await {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("annal: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(%addr, db = %config.db.display(), mem_db = config.mem_db, "annal is serving HTTP");
+        let signals = node.clone();
+        tokio::spawn(async move {
+            annal::env::real::termination_signal().await;
+            tracing::info!("termination signal: shutting down");
+            signals.request_shutdown();
+        });
+        match serve.await {
+            Ok(()) => {
+                tracing::info!("shut down cleanly");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("annal: shutdown failed: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -178,3 +178,35 @@ impl Runtime for RealRuntime {
         drop(tokio::task::spawn_blocking(f));
     }
 }
+
+/// The production environment with an in-memory disk (`--mem-db`).
+pub fn env_with_memory_disk() -> Env {
+    let e = env();
+    Env::new(
+        Arc::new(super::mem::MemDisk::default()),
+        e.clock.clone(),
+        e.net.clone(),
+        e.rt.clone(),
+        rand::random::<u64>(),
+    )
+}
+
+/// Reads a text file (the `--config` YAML file, before any environment exists).
+pub fn read_text_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn termination_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                biased;
+                _ = t.recv() => {}
+                _ = i.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+}

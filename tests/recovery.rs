@@ -1,0 +1,346 @@
+//! Recovery and fault handling of the store: torn tails, restore through `truncate.chk`,
+//! corruption of committed data (refused, named), fsync failure and a full disk (writes stop,
+//! nothing acknowledged is lost), start-up cost with an intact index, hash collisions, bad input
+//! and concurrent group commit.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use annal::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
+use annal::env::{Disk, Env, OpenMode};
+use annal::store::{NewEvent, ReadError, StorageError, Store, StoreConfig, WriteError, ANY};
+use annal_fault::{DiskFaults, FaultyDisk};
+
+fn ev(i: u32, size: usize) -> NewEvent {
+    let mut id = [0u8; 16];
+    id[..4].copy_from_slice(&i.to_le_bytes());
+    id[15] = 1;
+    NewEvent {
+        id,
+        event_type: "test".into(),
+        data: vec![b'x'; size].into(),
+        metadata: Default::default(),
+        is_json: false,
+    }
+}
+
+struct Rig {
+    mem: Arc<MemDisk>,
+    faults: Arc<DiskFaults>,
+    env: Env,
+}
+
+fn rig() -> Rig {
+    let mem = Arc::new(MemDisk::default());
+    let faults = DiskFaults::none();
+    let disk: Arc<dyn Disk> = Arc::new(FaultyDisk::new(mem.clone(), faults.clone()));
+    let env = Env::new(
+        disk,
+        Arc::new(ManualClock::new(1_700_000_000_000_000)),
+        Arc::new(MemNet::default()),
+        Arc::new(InlineRuntime),
+        1,
+    );
+    Rig { mem, faults, env }
+}
+
+fn cfg() -> StoreConfig {
+    let mut c = StoreConfig::new("/db");
+    c.chunk_size = 64 * 1024;
+    c.memtable_max = 100;
+    c.existence_filter_bytes = 4096;
+    c
+}
+
+fn count(store: &Store, stream: &str) -> Result<usize, ReadError> {
+    Ok(store.read_forward(stream, 0, 100_000, false, 0)?.events.len())
+}
+
+fn chunk_path(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("chunk-{n:06}.000000"))
+}
+
+#[test]
+fn torn_tail_past_the_writer_checkpoint_is_zeroed() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    for i in 0..10 {
+        s.append("s", ANY, vec![ev(i, 100)]).unwrap();
+    }
+    let end = s.log().committed();
+    drop(s);
+    // Half of an unacknowledged write reached the disk past writer.chk.
+    let f = r.env.disk.open(&chunk_path(Path::new("/db"), 0), OpenMode::ReadWrite).unwrap();
+    f.write_all_at(&[0xAB; 300], 128 + end).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    let s = Store::open(&r.env, cfg()).unwrap();
+    assert!(s.recovery.torn_bytes >= 300, "{:?}", s.recovery);
+    assert_eq!(count(&s, "s").unwrap(), 10);
+    s.append("s", 9, vec![ev(10, 100)]).unwrap();
+    assert_eq!(count(&s, "s").unwrap(), 11);
+}
+
+#[test]
+fn crash_at_any_point_of_a_commit_loses_nothing_acknowledged() {
+    // Fail the n-th sync of one append for n = 1..4 (chunk data, writer.chk, ...), crash, reopen.
+    for n in 1..=6u64 {
+        let r = rig();
+        let s = Store::open(&r.env, cfg()).unwrap();
+        for i in 0..20 {
+            s.append("s", ANY, vec![ev(i, 3000)]).unwrap();
+        }
+        r.faults.fail_sync_after.store(n, Ordering::SeqCst);
+        let mut acked = 20;
+        let mut failed = false;
+        for i in 20..40 {
+            match s.append("s", ANY, vec![ev(i, 3000)]) {
+                Ok(_) => acked += 1,
+                Err(WriteError::Storage(_)) => {
+                    failed = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // The failing sync may belong to a background index flush (retried later); when it hit
+        // the log, the node refuses writes instead of risking acknowledged loss.
+        if failed {
+            assert!(matches!(
+                s.append("s", ANY, vec![ev(99, 10)]),
+                Err(WriteError::Storage(StorageError::ReadOnly(_)))
+            ));
+        }
+        drop(s);
+        r.mem.crash();
+        r.faults.fail_sync_after.store(0, Ordering::SeqCst);
+        let s = Store::open(&r.env, cfg()).unwrap();
+        let got = count(&s, "s").unwrap();
+        assert!(
+            got >= acked && got <= acked + 1,
+            "sync #{n}: {got} events after crash, {acked} acknowledged"
+        );
+        let slice = s.read_forward("s", 0, 1000, false, 0).unwrap();
+        for (k, e) in slice.events.iter().enumerate() {
+            assert_eq!(e.event.event_number, k as i64);
+            assert_eq!(e.event.data.len(), 3000);
+        }
+    }
+}
+
+#[test]
+fn truncate_checkpoint_truncates_the_log_and_the_index() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    let mut cut = 0;
+    for i in 0..300 {
+        let w = s.append(&format!("s{}", i % 3), ANY, vec![ev(i, 500)]).unwrap();
+        if i == 149 {
+            cut = w.commit_position;
+        }
+    }
+    s.close().unwrap();
+    assert!(s.index().stats().tables > 0, "index tables exist beyond the cut");
+    drop(s);
+    // The restore procedure: copy chaser.chk to truncate.chk (here: a position in the middle).
+    let f = r.env.disk.open(Path::new("/db/truncate.chk"), OpenMode::ReadWrite).unwrap();
+    f.write_all_at(&(cut as i64).to_le_bytes(), 0).unwrap();
+    f.sync_data().unwrap();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    assert_eq!(s.recovery.truncated_to, Some(cut));
+    assert_eq!(s.log().checkpoints.truncate.read(), -1);
+    let total: usize = (0..3).map(|k| count(&s, &format!("s{k}")).unwrap()).sum();
+    assert_eq!(total, 150);
+    // Numbering continues after the truncation point.
+    let w = s.append("s0", ANY, vec![ev(1000, 10)]).unwrap();
+    assert_eq!(w.first_event_number, 50);
+}
+
+#[test]
+fn corruption_of_committed_data_is_reported_never_served() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    for i in 0..400 {
+        s.append("s", ANY, vec![ev(i, 400)]).unwrap();
+    }
+    s.close().unwrap();
+    drop(s);
+    // A latent sector error inside event 3 (chunk 0, well below the index checkpoint).
+    r.mem.flip_bit(&chunk_path(Path::new("/db"), 0), 128 + 3 * 470 + 100, 2).unwrap();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    let e = s.read_forward("s", 0, 10, false, 0).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ReadError::Storage(StorageError::Corrupt(_))), "{e:?}");
+    assert!(msg.contains("chunk-000000.000000") && msg.contains("offset"), "{msg}");
+    // Events elsewhere are still served.
+    assert_eq!(s.read_forward("s", 100, 10, false, 0).unwrap().events.len(), 10);
+}
+
+#[test]
+fn corruption_in_the_replayed_tail_refuses_to_start() {
+    let r = rig();
+    let mut c = cfg();
+    c.memtable_max = 1_000_000; // nothing flushed: the whole log is the replayed tail
+    let s = Store::open(&r.env, c.clone()).unwrap();
+    for i in 0..50 {
+        s.append("s", ANY, vec![ev(i, 400)]).unwrap();
+    }
+    drop(s);
+    r.mem.flip_bit(&chunk_path(Path::new("/db"), 0), 128 + 20 * 470 + 50, 0).unwrap();
+    let err = match Store::open(&r.env, c) {
+        Ok(_) => panic!("a corrupt committed record must stop the start"),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert!(matches!(err, StorageError::Corrupt(_)), "{err:?}");
+    assert!(msg.contains("chunk-000000.000000") && msg.contains("offset"), "{msg}");
+}
+
+#[test]
+fn start_up_with_an_intact_index_does_not_reread_the_log() {
+    let r = rig();
+    let mut c = cfg();
+    c.chunk_size = 256 * 1024;
+    c.memtable_max = 1000;
+    let s = Store::open(&r.env, c.clone()).unwrap();
+    for i in 0..20_000u32 {
+        s.append(&format!("stream-{}", i % 100), ANY, vec![ev(i, 200)]).unwrap();
+    }
+    s.close().unwrap();
+    let log_bytes = s.log().committed();
+    drop(s);
+    r.faults.bytes_read.store(0, Ordering::SeqCst);
+    let s = Store::open(&r.env, c).unwrap();
+    let read = r.faults.bytes_read.load(Ordering::SeqCst);
+    assert!(log_bytes > 4_000_000);
+    assert!(read < log_bytes / 4, "start-up read {read} bytes of a {log_bytes}-byte log");
+    assert_eq!(count(&s, "stream-7").unwrap(), 200);
+}
+
+#[test]
+fn failed_fsync_stops_writes_and_keeps_reads() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    s.append("s", ANY, vec![ev(1, 10)]).unwrap();
+    r.faults.fail_all_syncs.store(true, Ordering::SeqCst);
+    let e = s.append("s", ANY, vec![ev(2, 10)]).unwrap_err();
+    assert!(matches!(e, WriteError::Storage(_)), "{e:?}");
+    r.faults.fail_all_syncs.store(false, Ordering::SeqCst);
+    let e = s.append("s", ANY, vec![ev(3, 10)]).unwrap_err();
+    assert!(e.to_string().contains("refuses writes"), "{e}");
+    assert_eq!(count(&s, "s").unwrap(), 1);
+}
+
+#[test]
+fn full_disk_is_a_clear_error_and_loses_nothing() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    for i in 0..10 {
+        s.append("s", ANY, vec![ev(i, 1000)]).unwrap();
+    }
+    // Room for a few more events, but not for the next chunk file.
+    r.faults.space_left.store(20_000, Ordering::SeqCst);
+    let mut err = None;
+    for i in 10..200 {
+        if let Err(e) = s.append("s", ANY, vec![ev(i, 1000)]) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = err.expect("the disk fills up");
+    assert!(matches!(err, WriteError::Storage(StorageError::DiskFull(_))), "{err:?}");
+    let acked = count(&s, "s").unwrap();
+    drop(s);
+    r.mem.crash();
+    r.faults.space_left.store(u64::MAX, Ordering::SeqCst);
+    let s = Store::open(&r.env, cfg()).unwrap();
+    assert_eq!(count(&s, "s").unwrap(), acked);
+}
+
+#[test]
+fn colliding_stream_hashes_read_correctly() {
+    let r = rig();
+    let mut c = cfg();
+    c.hash_mask = 0; // every stream has the same hash
+    c.memtable_max = 7;
+    let s = Store::open(&r.env, c.clone()).unwrap();
+    for i in 0..30 {
+        s.append(if i % 2 == 0 { "left" } else { "right" }, ANY, vec![ev(i, 10 + i as usize)]).unwrap();
+    }
+    s.append("right", 14, vec![ev(100, 1)]).unwrap();
+    assert!(matches!(
+        s.append("left", 3, vec![ev(101, 1)]),
+        Err(WriteError::WrongExpectedVersion { current: 14 })
+    ));
+    for stream in ["left", "right"] {
+        let sl = s.read_forward(stream, 0, 100, false, 0).unwrap();
+        assert!(sl.events.iter().all(|e| e.event.stream == stream));
+        let nums: Vec<i64> = sl.events.iter().map(|e| e.event.event_number).collect();
+        assert_eq!(nums, (0..nums.len() as i64).collect::<Vec<_>>());
+    }
+    assert_eq!(count(&s, "left").unwrap(), 15);
+    assert_eq!(count(&s, "right").unwrap(), 16);
+    assert!(matches!(s.read_forward("middle", 0, 10, false, 0), Err(ReadError::NoStream)));
+    drop(s);
+    let s = Store::open(&r.env, c).unwrap();
+    assert_eq!(count(&s, "right").unwrap(), 16);
+}
+
+#[test]
+fn bad_input_is_refused_and_writes_nothing() {
+    let r = rig();
+    let mut c = cfg();
+    c.max_event_bytes = 1000;
+    let s = Store::open(&r.env, c).unwrap();
+    let before = s.log().committed();
+    assert!(matches!(s.append("", ANY, vec![ev(1, 1)]), Err(WriteError::InvalidStreamName(_))));
+    assert!(matches!(
+        s.append(&"x".repeat(2001), ANY, vec![ev(1, 1)]),
+        Err(WriteError::InvalidStreamName(_))
+    ));
+    // A batch with one oversized event is refused whole.
+    assert!(matches!(
+        s.append("s", ANY, vec![ev(1, 10), ev(2, 1001)]),
+        Err(WriteError::EventTooLarge { .. })
+    ));
+    assert_eq!(s.log().committed(), before);
+    assert!(matches!(s.read_forward("s", 0, 10, false, 0), Err(ReadError::NoStream)));
+}
+
+#[test]
+fn concurrent_writers_share_commits_and_number_densely() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::new(
+        Arc::new(annal::env::real::RealDisk),
+        Arc::new(ManualClock::new(0)),
+        Arc::new(MemNet::default()),
+        Arc::new(InlineRuntime),
+        3,
+    );
+    let mut c = StoreConfig::new(dir.path().join("db"));
+    c.chunk_size = 1 << 20;
+    let s = Store::open(&env, c).unwrap();
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u32 {
+                    // Half the threads share one stream (expected version any), half own one.
+                    let stream = if t % 2 == 0 { "shared".to_string() } else { format!("own-{t}") };
+                    let expected = if t % 2 == 0 { ANY } else { i as i64 - 1 };
+                    s.append(&stream, expected, vec![ev(t * 1000 + i, 64)]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let shared = s.read_forward("shared", 0, 10_000, false, 0).unwrap();
+    assert_eq!(shared.events.len(), 8 * 50);
+    let nums: Vec<i64> = shared.events.iter().map(|e| e.event.event_number).collect();
+    assert_eq!(nums, (0..400).collect::<Vec<_>>());
+    let flushes = s.stats.flushes.load(Ordering::Relaxed);
+    assert!(flushes <= 16 * 50 + 1, "{flushes} group commits");
+}
