@@ -357,6 +357,8 @@ pub struct Config {
     pub help: bool,
     /// `--version`.
     pub version: bool,
+    /// PBKDF2 iterations for new password hashes (not an option: tests lower it for speed).
+    pub password_iterations: u32,
 }
 
 fn spec_by_flag(flag: &str) -> Option<&'static OptionSpec> {
@@ -569,6 +571,7 @@ impl Config {
             log_level: get("LogLevel"),
             help: flag("Help"),
             version: flag("Version"),
+            password_iterations: crate::auth::DEFAULT_PASSWORD_ITERATIONS,
             values,
         })
     }

@@ -5,8 +5,10 @@
 //! - [`log`]: the chunked transaction log, checkpoints, recovery;
 //! - [`index`]: stream index (memtable, sorted tables, bloom filters, indexmap);
 //! - [`store`]: the stream engine (sans-IO decisions in `store::engine`) and group commit;
+//! - [`auth`]: users (stored as events), password hashing, credentials and stream ACLs;
 //! - [`config`]: server options (command line, YAML, environment);
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API.
+pub mod auth;
 pub mod config;
 pub mod env;
 pub mod http;

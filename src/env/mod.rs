@@ -133,6 +133,39 @@ pub trait Runtime: Send + Sync {
     fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()>;
     /// Runs blocking work without waiting for it. Simulated runtimes run it inline.
     fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>);
+    /// Process and system figures for `/stats`; simulated runtimes report zeros.
+    fn os_stats(&self) -> OsStats {
+        OsStats::default()
+    }
+}
+
+/// Process and system figures (`/stats`): zeros where unknown.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OsStats {
+    /// Process id.
+    pub pid: u32,
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+    /// Threads of the process.
+    pub threads: u64,
+    /// User plus system CPU time of the process, seconds.
+    pub cpu_seconds: f64,
+    /// Bytes the process read from storage.
+    pub io_read_bytes: u64,
+    /// Bytes the process wrote to storage.
+    pub io_write_bytes: u64,
+    /// Read calls.
+    pub io_read_ops: u64,
+    /// Write calls.
+    pub io_write_ops: u64,
+    /// Busy CPU ticks of the whole system since boot.
+    pub sys_busy_ticks: u64,
+    /// All CPU ticks of the whole system since boot.
+    pub sys_total_ticks: u64,
+    /// Available memory of the system, bytes.
+    pub sys_free_bytes: u64,
+    /// Online CPUs.
+    pub cpus: u32,
 }
 
 /// The environment handed to every part of the node.

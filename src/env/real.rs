@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{BoxFuture, Clock, Conn, Disk, Env, File, Listener, Net, OpenMode, Runtime};
+use super::{BoxFuture, Clock, Conn, Disk, Env, File, Listener, Net, OpenMode, OsStats, Runtime};
 
 /// Builds the production environment. Must be called inside a tokio runtime.
 pub fn env() -> Env {
@@ -20,7 +20,7 @@ pub fn env() -> Env {
         Arc::new(RealDisk),
         Arc::new(RealClock { start: Instant::now() }),
         Arc::new(RealNet),
-        Arc::new(RealRuntime),
+        Arc::new(RealRuntime { handle: tokio::runtime::Handle::current() }),
         seed,
     )
 }
@@ -153,18 +153,21 @@ impl Net for RealNet {
     }
 }
 
-/// The ambient tokio runtime; blocking and background work go to its blocking pool.
-pub struct RealRuntime;
+/// The tokio runtime the environment was built in; blocking and background work go to its
+/// blocking pool (also when requested from threads outside the runtime).
+pub struct RealRuntime {
+    handle: tokio::runtime::Handle,
+}
 
 impl Runtime for RealRuntime {
     fn spawn(&self, fut: BoxFuture<'static, ()>) {
-        tokio::spawn(fut);
+        self.handle.spawn(fut);
     }
     fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep(d))
     }
     fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
-        let h = tokio::task::spawn_blocking(f);
+        let h = self.handle.spawn_blocking(f);
         Box::pin(async move {
             if let Err(e) = h.await {
                 if e.is_panic() {
@@ -175,7 +178,57 @@ impl Runtime for RealRuntime {
     }
     fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>) {
         tracing::trace!(name, "background work queued");
-        drop(tokio::task::spawn_blocking(f));
+        drop(self.handle.spawn_blocking(f));
+    }
+    fn os_stats(&self) -> OsStats {
+        read_os_stats()
+    }
+}
+
+/// Reads `/proc/self/{stat,status,io}`, `/proc/stat` and `/proc/meminfo` (Linux; zeros elsewhere or
+/// for any file that cannot be read).
+pub fn read_os_stats() -> OsStats {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let field = |text: &str, key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // SAFETY: as above.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    let stat = read("/proc/self/stat");
+    // Fields after the parenthesised command name: state is field 3; utime 14, stime 15.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    let at = |i: usize| f.get(i.wrapping_sub(3)).copied().unwrap_or(0);
+    let status = read("/proc/self/status");
+    let io = read("/proc/self/io");
+    let sys = read("/proc/stat");
+    let cpu: Vec<u64> = sys
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .map(|l| l.split_whitespace().skip(1).map(|x| x.parse().unwrap_or(0)).collect())
+        .unwrap_or_default();
+    let total: u64 = cpu.iter().sum();
+    let idle = cpu.get(3).copied().unwrap_or(0) + cpu.get(4).copied().unwrap_or(0);
+    let meminfo = read("/proc/meminfo");
+    OsStats {
+        pid: std::process::id(),
+        rss_bytes: field(&status, "VmRSS:") * 1024,
+        threads: field(&status, "Threads:"),
+        cpu_seconds: (at(14) + at(15)) as f64 / tick,
+        io_read_bytes: field(&io, "read_bytes:"),
+        io_write_bytes: field(&io, "write_bytes:"),
+        io_read_ops: field(&io, "syscr:"),
+        io_write_ops: field(&io, "syscw:"),
+        sys_busy_ticks: total.saturating_sub(idle),
+        sys_total_ticks: total,
+        sys_free_bytes: field(&meminfo, "MemAvailable:") * 1024,
+        cpus,
     }
 }
 

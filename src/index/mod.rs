@@ -127,7 +127,6 @@ pub struct Index {
     existence: RwLock<Bloom>,
     /// Position up to which the log has been applied (entries and existence filter).
     applied: AtomicU64,
-    existence_checkpoint: u64,
     job: Mutex<()>,
 }
 
@@ -199,7 +198,6 @@ impl Index {
             state: RwLock::new(State { mem: BTreeSet::new(), frozen: Vec::new(), tables, checkpoint }),
             existence: RwLock::new(existence),
             applied: AtomicU64::new(applied),
-            existence_checkpoint,
             job: Mutex::new(()),
         }))
     }
@@ -243,24 +241,20 @@ impl Index {
         self.applied.load(Ordering::Acquire)
     }
 
-    /// Adds entries for records the log has committed up to `until`. Entries below the table
-    /// checkpoint (seen again while the existence filter catches up) are not added twice.
-    pub fn add(&self, entries: &[(Entry, &str)], until: u64) {
-        {
+    /// Adds entries for records the log has committed up to `until`, and the names of the
+    /// streams they belong to (to the existence filter). Entries below the table checkpoint
+    /// (seen again while the existence filter catches up) are not added twice.
+    pub fn add(&self, entries: &[Entry], names: &[&str], until: u64) {
+        if !names.is_empty() {
+            // Re-inserting a name the filter already holds (during replay) changes nothing.
             let mut ex = self.existence.write().unwrap_or_else(|e| e.into_inner());
-            for (e, name) in entries {
-                if e.position >= self.existence_checkpoint {
-                    ex.insert(name_key(name));
-                }
+            for name in names {
+                ex.insert(name_key(name));
             }
         }
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         let cp = st.checkpoint;
-        for (e, _) in entries {
-            if e.position >= cp {
-                st.mem.insert(*e);
-            }
-        }
+        st.mem.extend(entries.iter().filter(|e| e.position >= cp));
         drop(st);
         self.applied.fetch_max(until, Ordering::AcqRel);
     }

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use bytes::Bytes;
+
 use self::checkpoint::Checkpoint;
 use self::chunk::{ChunkFooter, ChunkHeader, FOOTER_SIZE, HEADER_SIZE};
 use self::record::{FrameError, Record};
@@ -42,6 +44,8 @@ pub const MIN_CHUNK_SIZE: u64 = 4096;
 const SCAN_READ_BYTES: usize = 256 * 1024;
 /// Bytes read at once when a single record is fetched (most records fit).
 const POINT_READ_BYTES: usize = 4096;
+/// Largest span of positions read at once by [`Log::read_many`].
+const COALESCE_BYTES: u64 = 512 * 1024;
 /// Block size of the torn-tail scan at start-up.
 const TAIL_SCAN_BYTES: usize = 1 << 20;
 
@@ -498,20 +502,67 @@ impl Log {
         let avail = (end - pos) as usize;
         let mut buf = vec![0u8; avail.min(POINT_READ_BYTES)];
         c.read(&mut buf, local)?;
-        match record::decode(&buf, pos, self.max_body) {
+        let buf = Bytes::from(buf);
+        match record::decode_shared(&buf, 0, pos, self.max_body) {
             Ok((r, _)) => Ok(r),
             Err(FrameError::Short { needed }) if needed <= avail => {
-                buf.resize(needed, 0);
+                let mut buf = vec![0u8; needed];
                 c.read(&mut buf, local)?;
-                record::decode(&buf, pos, self.max_body).map(|(r, _)| r).map_err(|e| c.corrupt(local, e))
+                record::decode_shared(&Bytes::from(buf), 0, pos, self.max_body)
+                    .map(|(r, _)| r)
+                    .map_err(|e| c.corrupt(local, e))
             }
             Err(e) => Err(c.corrupt(local, e)),
         }
     }
 
+    /// Reads the records at `positions` (each the start of a committed record), coalescing
+    /// nearby positions of one chunk into single reads. Results are in the order given.
+    pub fn read_many(&self, positions: &[u64]) -> Result<Vec<Record>, LogError> {
+        let mut out = Vec::with_capacity(positions.len());
+        let mut i = 0;
+        while i < positions.len() {
+            let first = positions[i];
+            let c = self.chunk_for(first).ok_or(LogError::OutOfRange(first))?;
+            let end = self.readable_end(&c);
+            if first >= end {
+                return Err(LogError::OutOfRange(first));
+            }
+            // Extend the group while positions ascend within this chunk and the span stays small.
+            let mut j = i + 1;
+            while j < positions.len()
+                && positions[j] > positions[j - 1]
+                && positions[j] < end
+                && positions[j] - first < COALESCE_BYTES
+            {
+                j += 1;
+            }
+            if j - i == 1 {
+                out.push(self.read(first)?);
+                i = j;
+                continue;
+            }
+            let base = c.header.start as u64 * self.cfg.chunk_size;
+            let last = positions[j - 1];
+            let span = ((last - first) as usize + POINT_READ_BYTES).min((end - first) as usize);
+            let mut buf = vec![0u8; span];
+            c.read(&mut buf, first - base)?;
+            let buf = Bytes::from(buf);
+            for &p in &positions[i..j] {
+                match record::decode_shared(&buf, (p - first) as usize, p, self.max_body) {
+                    Ok((r, _)) => out.push(r),
+                    Err(FrameError::Short { .. }) => out.push(self.read(p)?),
+                    Err(e) => return Err(c.corrupt(p - base, e)),
+                }
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
     /// Scans committed records forward from `from` (a record start or chunk boundary).
     pub fn scan(&self, from: u64) -> Scan<'_> {
-        Scan { log: self, pos: from, buf: Vec::new(), buf_pos: 0, chunk: None, limit: None }
+        Scan { log: self, pos: from, buf: Bytes::new(), buf_pos: 0, chunk: None, limit: None }
     }
 
     /// Reads up to `max` records that start before `before`, newest first. Returns them and the
@@ -562,7 +613,7 @@ impl Log {
 pub struct Scan<'a> {
     log: &'a Log,
     pos: u64,
-    buf: Vec<u8>,
+    buf: Bytes,
     buf_pos: u64,
     chunk: Option<Arc<Chunk>>,
     limit: Option<u64>,
@@ -597,7 +648,7 @@ impl Scan<'_> {
                 _ => {
                     let c = self.log.chunk_for(self.pos).ok_or(LogError::OutOfRange(self.pos))?;
                     self.chunk = Some(c.clone());
-                    self.buf.clear();
+                    self.buf = Bytes::new();
                     c
                 }
             };
@@ -617,7 +668,7 @@ impl Scan<'_> {
                 self.fill(&c, base, end, SCAN_READ_BYTES)?;
             }
             let off = (self.pos - self.buf_pos) as usize;
-            match record::decode(&self.buf[off..], self.pos, self.log.max_body) {
+            match record::decode_shared(&self.buf, off, self.pos, self.log.max_body) {
                 Ok((r, len)) => {
                     self.pos += len as u64;
                     return Ok(Some(r));
@@ -637,8 +688,9 @@ impl Scan<'_> {
 
     fn fill(&mut self, c: &Chunk, base: u64, end: u64, want: usize) -> Result<(), LogError> {
         let n = ((end - self.pos) as usize).min(want);
-        self.buf.resize(n, 0);
-        c.read(&mut self.buf, self.pos - base)?;
+        let mut buf = vec![0u8; n];
+        c.read(&mut buf, self.pos - base)?;
+        self.buf = Bytes::from(buf);
         self.buf_pos = self.pos;
         Ok(())
     }

@@ -172,8 +172,70 @@ pub fn event_frame_len(stream: &str, event_type: &str, data_len: usize, meta_len
         + FRAME_OVERHEAD
 }
 
+/// A borrowed view of an event for encoding (the write path allocates nothing per event).
+#[derive(Clone, Copy, Debug)]
+pub struct EventFrame<'a> {
+    /// Where the record starts in the log.
+    pub log_position: u64,
+    /// See [`flags`].
+    pub flags: u16,
+    /// Position of the first record of the atomic write.
+    pub transaction_position: u64,
+    /// Index within the atomic write.
+    pub transaction_offset: u32,
+    /// Event number.
+    pub event_number: i64,
+    /// Event id.
+    pub event_id: [u8; 16],
+    /// Commit time, µs since the Unix epoch.
+    pub timestamp_us: i64,
+    /// Stream name.
+    pub stream: &'a str,
+    /// Event type.
+    pub event_type: &'a str,
+    /// Payload.
+    pub data: &'a [u8],
+    /// Event metadata.
+    pub metadata: &'a [u8],
+}
+
+impl EventRecord {
+    /// The borrowed view of this record.
+    pub fn frame(&self) -> EventFrame<'_> {
+        EventFrame {
+            log_position: self.log_position,
+            flags: self.flags,
+            transaction_position: self.transaction_position,
+            transaction_offset: self.transaction_offset,
+            event_number: self.event_number,
+            event_id: self.event_id,
+            timestamp_us: self.timestamp_us,
+            stream: &self.stream,
+            event_type: &self.event_type,
+            data: &self.data,
+            metadata: &self.metadata,
+        }
+    }
+}
+
+impl EventFrame<'_> {
+    /// Encoded frame length.
+    pub fn len(&self) -> u64 {
+        event_frame_len(self.stream, self.event_type, self.data.len(), self.metadata.len())
+    }
+    /// Never empty (a frame has a fixed header); present for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 /// Appends the frame of `rec` to `out`.
 pub fn encode_event(rec: &EventRecord, out: &mut Vec<u8>) {
+    encode_frame(&rec.frame(), out)
+}
+
+/// Appends the frame of a borrowed event to `out`.
+pub fn encode_frame(rec: &EventFrame<'_>, out: &mut Vec<u8>) {
     debug_assert!(rec.stream.len() <= u16::MAX as usize && rec.event_type.len() <= u16::MAX as usize);
     let body_len = BODY_HEADER
         + EVENT_FIXED
@@ -199,9 +261,9 @@ pub fn encode_event(rec: &EventRecord, out: &mut Vec<u8>) {
     out.extend_from_slice(&(rec.event_type.len() as u16).to_le_bytes());
     out.extend_from_slice(rec.event_type.as_bytes());
     out.extend_from_slice(&(rec.data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&rec.data);
+    out.extend_from_slice(rec.data);
     out.extend_from_slice(&(rec.metadata.len() as u32).to_le_bytes());
-    out.extend_from_slice(&rec.metadata);
+    out.extend_from_slice(rec.metadata);
     seal(out, start, body_len);
 }
 
@@ -233,8 +295,29 @@ fn seal(out: &mut Vec<u8>, start: usize, body_len: usize) {
 }
 
 /// Decodes the frame at the start of `buf`, which was read from log position `expected`.
-/// Returns the record and the frame length. `max_body` bounds the length prefix.
+/// Returns the record and the frame length. `max_body` bounds the length prefix. Data and
+/// metadata are copied out of `buf`.
 pub fn decode(buf: &[u8], expected: u64, max_body: u32) -> Result<(Record, usize), FrameError> {
+    decode_with(buf, expected, max_body, Bytes::copy_from_slice)
+}
+
+/// As [`decode`], for a frame at `offset` in a shared buffer: data and metadata are slices of
+/// `buf`, not copies.
+pub fn decode_shared(
+    buf: &Bytes,
+    offset: usize,
+    expected: u64,
+    max_body: u32,
+) -> Result<(Record, usize), FrameError> {
+    decode_with(&buf[offset..], expected, max_body, |s| buf.slice_ref(s))
+}
+
+fn decode_with(
+    buf: &[u8],
+    expected: u64,
+    max_body: u32,
+    bytes: impl Fn(&[u8]) -> Bytes,
+) -> Result<(Record, usize), FrameError> {
     if buf.len() < 4 {
         return Err(FrameError::Short { needed: 4 });
     }
@@ -285,9 +368,9 @@ pub fn decode(buf: &[u8], expected: u64, max_body: u32) -> Result<(Record, usize
             let n = r.u16()? as usize;
             let event_type = r.string(n)?;
             let n = r.u32()? as usize;
-            let data = Bytes::copy_from_slice(r.bytes(n)?);
+            let data = bytes(r.bytes(n)?);
             let n = r.u32()? as usize;
-            let metadata = Bytes::copy_from_slice(r.bytes(n)?);
+            let metadata = bytes(r.bytes(n)?);
             if r.at != r.b.len() {
                 return Err(FrameError::Malformed("trailing bytes in event record"));
             }

@@ -29,7 +29,7 @@ use self::engine::{Check, StreamState, Window, TOMBSTONE};
 use self::metadata::StreamMetadata;
 use crate::env::Env;
 use crate::index::{Entry, Index, IndexConfig, IndexError};
-use crate::log::record::{self, flags, EpochRecord, EventRecord, Record};
+use crate::log::record::{self, flags, EpochRecord, EventFrame, EventRecord, Record};
 use crate::log::{Log, LogConfig, LogError, LogWriter, RecoveryReport};
 
 pub use engine::{ANY, NO_STREAM, STREAM_EXISTS};
@@ -387,7 +387,7 @@ pub struct Store {
     /// Committed stream states, with a generation that every writer update bumps, so a reader
     /// that computed a state while a write committed does not cache a stale one.
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
-    recent: Mutex<Fifo<[u8; 16], (String, i64)>>,
+    recent: Mutex<Fifo<[u8; 16], (Arc<str>, i64)>>,
     committed: tokio::sync::watch::Sender<u64>,
     /// Writer statistics.
     pub stats: WriterStats,
@@ -402,8 +402,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Where a staged write leaves a stream.
 struct Staged {
     results: Vec<Option<Result<WriteResult, WriteError>>>,
-    entries: Vec<(Entry, String)>,
-    recent: Vec<([u8; 16], String, i64)>,
+    entries: Vec<Entry>,
+    names: Vec<Arc<str>>,
+    recent: Vec<([u8; 16], Arc<str>, i64)>,
 }
 
 impl Store {
@@ -426,28 +427,26 @@ impl Store {
         // Rebuild the index past its checkpoint. This verifies every record of the tail: a checksum
         // failure below the writer checkpoint is corruption and stops the start.
         let from = index.replay_from();
-        let mut batch: Vec<(Entry, String)> = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         let mut scan = log.scan(from);
         while let Some(rec) = scan.next() {
             if let Record::Event(e) = rec? {
-                batch.push((
-                    Entry {
-                        hash: index.hash(&e.stream),
-                        event_number: e.event_number,
-                        position: e.log_position,
-                    },
-                    e.stream,
-                ));
+                entries.push(Entry {
+                    hash: index.hash(&e.stream),
+                    event_number: e.event_number,
+                    position: e.log_position,
+                });
+                names.push(e.stream);
             }
-            if batch.len() >= 65_536 {
-                let refs: Vec<(Entry, &str)> = batch.iter().map(|(e, s)| (*e, s.as_str())).collect();
-                index.add(&refs, scan.position());
-                batch.clear();
+            if entries.len() >= 65_536 {
+                index.add(&entries, &names.iter().map(String::as_str).collect::<Vec<_>>(), scan.position());
+                entries.clear();
+                names.clear();
                 index.maybe_flush();
             }
         }
-        let refs: Vec<(Entry, &str)> = batch.iter().map(|(e, s)| (*e, s.as_str())).collect();
-        index.add(&refs, log.committed());
+        index.add(&entries, &names.iter().map(String::as_str).collect::<Vec<_>>(), log.committed());
         index.maybe_flush();
         tracing::info!(replayed_from = from, end = log.committed(), "index rebuilt from the log tail");
         let (committed, _) = tokio::sync::watch::channel(log.committed());
@@ -631,7 +630,8 @@ impl Store {
     fn commit_group(&self, ops: &[&WriteOp]) -> Vec<Result<WriteResult, WriteError>> {
         let mut w = lock(&self.writer);
         let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
-        let mut staged = Staged { results: Vec::new(), entries: Vec::new(), recent: Vec::new() };
+        let mut staged =
+            Staged { results: Vec::new(), entries: Vec::new(), names: Vec::new(), recent: Vec::new() };
         let now = self.env.clock.wall_micros();
         let mut staged_any = false;
         for op in ops {
@@ -656,8 +656,8 @@ impl Store {
         let mut out = Vec::with_capacity(ops.len());
         match commit {
             Ok(pos) => {
-                let refs: Vec<(Entry, &str)> = staged.entries.iter().map(|(e, s)| (*e, s.as_str())).collect();
-                self.index.add(&refs, pos);
+                let names: Vec<&str> = staged.names.iter().map(|n| &**n).collect();
+                self.index.add(&staged.entries, &names, pos);
                 {
                     let mut cache = lock(&self.streams);
                     cache.0 += 1;
@@ -763,7 +763,7 @@ impl Store {
                     *expected,
                     &ids,
                     &existing,
-                    |id| recent.get(id).filter(|(s, _)| s == stream).map(|(_, n)| *n),
+                    |id| recent.get(id).filter(|(s, _)| **s == **stream).map(|(_, n)| *n),
                 );
                 drop(recent);
                 match check {
@@ -853,20 +853,25 @@ impl Store {
                 }
                 engine::check_delete(&state, *expected)?;
                 if *hard {
-                    let rec = self.event_record(
+                    let frame = EventFrame {
+                        log_position: 0,
+                        flags: flags::DATA
+                            | flags::IS_COMMITTED
+                            | flags::IS_JSON
+                            | flags::STREAM_DELETE
+                            | flags::TX_BEGIN
+                            | flags::TX_END,
+                        transaction_position: 0,
+                        transaction_offset: 0,
+                        event_number: TOMBSTONE,
+                        event_id: [0; 16],
+                        timestamp_us: now,
                         stream,
-                        TOMBSTONE,
-                        &NewEvent {
-                            id: [0; 16],
-                            event_type: "$streamDeleted".into(),
-                            data: Bytes::new(),
-                            metadata: Bytes::new(),
-                            is_json: true,
-                        },
-                        now,
-                        flags::STREAM_DELETE | flags::TX_BEGIN | flags::TX_END,
-                    );
-                    let pos = self.stage_record(w, rec, staged)?;
+                        event_type: "$streamDeleted",
+                        data: &[],
+                        metadata: &[],
+                    };
+                    let pos = self.stage_record(w, frame, &Arc::from(stream.as_str()), staged)?;
                     let st = overlay.entry(stream.clone()).or_insert_with(StreamState::empty);
                     st.last = TOMBSTONE;
                     Ok((
@@ -904,43 +909,32 @@ impl Store {
         }
     }
 
-    fn event_record(&self, stream: &str, n: i64, e: &NewEvent, now: i64, extra: u16) -> EventRecord {
-        EventRecord {
-            log_position: 0,
-            flags: flags::DATA | flags::IS_COMMITTED | if e.is_json { flags::IS_JSON } else { 0 } | extra,
-            transaction_position: 0,
-            transaction_offset: 0,
-            event_number: n,
-            event_id: e.id,
-            timestamp_us: now,
-            stream: stream.to_owned(),
-            event_type: e.event_type.clone(),
-            data: e.data.clone(),
-            metadata: e.metadata.clone(),
-        }
-    }
-
+    /// Stages one event record (its log and transaction positions are filled in here).
     fn stage_record(
         &self,
         w: &mut LogWriter,
-        rec: EventRecord,
+        frame: EventFrame<'_>,
+        stream: &Arc<str>,
         staged: &mut Staged,
     ) -> Result<u64, WriteError> {
-        let len = record::event_frame_len(&rec.stream, &rec.event_type, rec.data.len(), rec.metadata.len());
         let pos = w
-            .append(len, |pos, out| {
-                let mut r = rec.clone();
-                r.log_position = pos;
-                if r.transaction_offset == 0 {
-                    r.transaction_position = pos;
+            .append(frame.len(), |pos, out| {
+                let mut f = frame;
+                f.log_position = pos;
+                if f.transaction_offset == 0 {
+                    f.transaction_position = pos;
                 }
-                record::encode_event(&r, out)
+                record::encode_frame(&f, out)
             })
             .map_err(StorageError::from)?;
-        staged.entries.push((
-            Entry { hash: self.index.hash(&rec.stream), event_number: rec.event_number, position: pos },
-            rec.stream,
-        ));
+        staged.entries.push(Entry {
+            hash: self.index.hash(stream),
+            event_number: frame.event_number,
+            position: pos,
+        });
+        if !staged.names.last().is_some_and(|n| Arc::ptr_eq(n, stream)) {
+            staged.names.push(stream.clone());
+        }
         Ok(pos)
     }
 
@@ -959,27 +953,39 @@ impl Store {
     ) -> Result<u64, WriteError> {
         let state = self.state_in(overlay, stream)?;
         let first = state.last + 1;
-        let mut first_pos = None;
-        let mut tx_pos = 0;
+        let name: Arc<str> = Arc::from(stream);
+        let mut first_pos = 0;
         for (i, e) in events.iter().enumerate() {
             let n = first + i as i64;
-            let mut extra = 0;
+            let mut fl = flags::DATA | flags::IS_COMMITTED;
+            if e.is_json {
+                fl |= flags::IS_JSON;
+            }
             if i == 0 {
-                extra |= flags::TX_BEGIN;
+                fl |= flags::TX_BEGIN;
             }
             if i + 1 == events.len() {
-                extra |= flags::TX_END;
+                fl |= flags::TX_END;
             }
-            let mut rec = self.event_record(stream, n, e, now, extra);
-            rec.transaction_offset = i as u32;
-            rec.transaction_position = tx_pos;
-            let pos = self.stage_record(w, rec, staged)?;
+            let frame = EventFrame {
+                log_position: 0,
+                flags: fl,
+                transaction_position: first_pos,
+                transaction_offset: i as u32,
+                event_number: n,
+                event_id: e.id,
+                timestamp_us: now,
+                stream,
+                event_type: &e.event_type,
+                data: &e.data,
+                metadata: &e.metadata,
+            };
+            let pos = self.stage_record(w, frame, &name, staged)?;
             if i == 0 {
-                tx_pos = pos;
-                first_pos = Some(pos);
+                first_pos = pos;
             }
             if remember_ids {
-                staged.recent.push((e.id, stream.to_owned(), n));
+                staged.recent.push((e.id, name.clone(), n));
             }
         }
         let last = first + events.len() as i64 - 1;
@@ -996,7 +1002,7 @@ impl Store {
             };
             overlay.insert(target.to_owned(), t);
         }
-        Ok(first_pos.unwrap_or(0))
+        Ok(first_pos)
     }
 
     // ----------------------------------------------------------------------------------------
@@ -1150,17 +1156,29 @@ impl Store {
             } else {
                 (cursor, cursor.saturating_add(step - 1).min(hi))
             };
-            let mut cands = self.index.range(hash, a, b)?;
+            let cands = self.index.range(hash, a, b)?;
+            let positions: Vec<u64> = cands.iter().map(|c| c.position).collect();
+            self.stats.records_read.fetch_add(positions.len() as u64, Ordering::Relaxed);
+            let mut recs: Vec<EventRecord> = self
+                .log
+                .read_many(&positions)?
+                .into_iter()
+                .filter_map(|r| match r {
+                    Record::Event(e) if e.stream == stream => Some(e),
+                    _ => {
+                        self.stats.hash_collisions.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                })
+                .collect();
             if descending {
-                cands.reverse();
+                recs.reverse();
             }
-            for c in cands {
-                if let Some(e) = self.record_of(c.position, stream)? {
-                    if w.shows(e.event_number, e.timestamp_us) {
-                        out.push(e);
-                        if out.len() == limit {
-                            return Ok(out);
-                        }
+            for e in recs {
+                if w.shows(e.event_number, e.timestamp_us) {
+                    out.push(e);
+                    if out.len() == limit {
+                        return Ok(out);
                     }
                 }
             }
