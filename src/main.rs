@@ -9,7 +9,7 @@ use annal::node::Node;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env_vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect();
-    let config = match Config::parse(&args, &env_vars, |p| annal::env::real::read_text_file(p)) {
+    let config = match Config::parse(&args, &env_vars, annal::env::real::read_text_file) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("annal: {e}");

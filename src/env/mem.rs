@@ -260,17 +260,19 @@ impl Clock for ManualClock {
     }
 }
 
+/// A connection handed from `connect` to the listener: the server end and the client's address.
+type Incoming = (tokio::io::DuplexStream, SocketAddr);
+
 /// An in-process network of tokio duplex pipes.
 #[derive(Default)]
 pub struct MemNet {
-    listeners:
-        Arc<Mutex<BTreeMap<SocketAddr, tokio::sync::mpsc::Sender<(tokio::io::DuplexStream, SocketAddr)>>>>,
+    listeners: Arc<Mutex<BTreeMap<SocketAddr, tokio::sync::mpsc::Sender<Incoming>>>>,
     next_port: AtomicU64,
 }
 
 struct MemListener {
     addr: SocketAddr,
-    rx: tokio::sync::mpsc::Receiver<(tokio::io::DuplexStream, SocketAddr)>,
+    rx: tokio::sync::mpsc::Receiver<Incoming>,
 }
 
 impl Listener for MemListener {
@@ -323,6 +325,8 @@ impl Runtime for InlineRuntime {
     fn spawn(&self, fut: BoxFuture<'static, ()>) {
         tokio::spawn(fut);
     }
+    // Timers follow the ambient tokio clock, which tests pause and advance (`start_paused`).
+    #[allow(clippy::disallowed_methods)]
     fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep(d))
     }

@@ -58,6 +58,10 @@ pub trait File: Send + Sync {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
 
     /// Reads exactly `buf.len()` bytes at `offset`, failing with `UnexpectedEof` on a short file.
     fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {

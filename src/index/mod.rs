@@ -91,6 +91,9 @@ struct Table {
     bloom: Bloom,
 }
 
+/// Tables listed by an indexmap, and its checkpoint.
+type LoadedMap = (Vec<Arc<Table>>, u64);
+
 struct Frozen {
     entries: Arc<BTreeSet<Entry>>,
     until: u64,
@@ -202,7 +205,7 @@ impl Index {
         }))
     }
 
-    fn load_map(env: &Env, cfg: &IndexConfig) -> Result<Option<(Vec<Arc<Table>>, u64)>, String> {
+    fn load_map(env: &Env, cfg: &IndexConfig) -> Result<Option<LoadedMap>, String> {
         let path = cfg.dir.join(INDEXMAP);
         if !env.disk.exists(&path) {
             return Ok(None);
@@ -417,7 +420,7 @@ impl Index {
         }
         let lo = Entry { hash, event_number: from, position: 0 };
         let hi = Entry { hash, event_number: to, position: u64::MAX };
-        let (mut out, tables) = self.from_memory(lo, hi);
+        let (mut out, tables) = self.in_memory(lo, hi);
         for t in tables.iter().filter(|t| t.bloom.may_contain(hash)) {
             t.table.range(lo, hi, &mut out)?;
         }
@@ -451,7 +454,7 @@ impl Index {
         Ok(out)
     }
 
-    fn from_memory(&self, lo: Entry, hi: Entry) -> (Vec<Entry>, Vec<Arc<Table>>) {
+    fn in_memory(&self, lo: Entry, hi: Entry) -> (Vec<Entry>, Vec<Arc<Table>>) {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<Entry> = st.mem.range(lo..=hi).copied().collect();
         for f in &st.frozen {

@@ -350,6 +350,9 @@ struct Queue {
     leader: bool,
 }
 
+/// Where a recently written event id went: its stream and event number.
+type RecentId = (Arc<str>, i64);
+
 /// A bounded map with first-in-first-out eviction.
 struct Fifo<K, V> {
     map: HashMap<K, V>,
@@ -387,7 +390,7 @@ pub struct Store {
     /// Committed stream states, with a generation that every writer update bumps, so a reader
     /// that computed a state while a write committed does not cache a stale one.
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
-    recent: Mutex<Fifo<[u8; 16], (Arc<str>, i64)>>,
+    recent: Mutex<Fifo<[u8; 16], RecentId>>,
     committed: tokio::sync::watch::Sender<u64>,
     /// Writer statistics.
     pub stats: WriterStats,
