@@ -7,12 +7,15 @@
 //! - [`store`]: the stream engine (sans-IO decisions in `store::engine`) and group commit;
 //! - [`auth`]: users (stored as events), password hashing, credentials and stream ACLs;
 //! - [`config`]: server options (command line, YAML, environment);
-//! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API.
+//! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
+//! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
+pub mod buggify;
 pub mod config;
 pub mod env;
 pub mod http;
 pub mod index;
 pub mod log;
 pub mod node;
+pub mod scavenge;
 pub mod store;

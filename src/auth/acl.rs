@@ -131,7 +131,10 @@ mod tests {
         let s = Settings::default();
         let bob = user("bob", &["dev"]);
         let admin = user("admin", &[ROLE_ADMINS]);
-        assert_eq!(decide(None, "orders", Operation::Read, &none, &s), Access { allowed: true, public: true });
+        assert_eq!(
+            decide(None, "orders", Operation::Read, &none, &s),
+            Access { allowed: true, public: true }
+        );
         assert!(!decide(None, "$users", Operation::Read, &none, &s).allowed);
         assert!(!decide(Some(&bob), "$users", Operation::Read, &none, &s).allowed);
         assert!(decide(Some(&admin), "$users", Operation::Read, &none, &s).allowed);

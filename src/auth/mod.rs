@@ -175,7 +175,8 @@ impl Auth {
         let now = self.env.clock.wall_micros();
         let parsed = match self.store.read_event("$settings", -1, false, now) {
             Ok(Some(e)) => Settings::parse(&e.event.data),
-            Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
+            Ok(None)
+            | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
                 Settings::default()
             }
             Err(ReadError::Storage(e)) => return Err(e),
@@ -186,7 +187,12 @@ impl Auth {
     }
 
     /// Checks `op` on `stream` for `principal` (blocking: reads metadata and settings).
-    pub fn check(&self, principal: Option<&Principal>, stream: &str, op: Operation) -> Result<Access, StorageError> {
+    pub fn check(
+        &self,
+        principal: Option<&Principal>,
+        stream: &str,
+        op: Operation,
+    ) -> Result<Access, StorageError> {
         let Some((base, op)) = acl::governing(stream, op) else {
             return Ok(Access { allowed: false, public: false });
         };

@@ -38,3 +38,4 @@ mod tests {
         assert!(!verify("password", b"salt", 1, &h[..31]));
     }
 }
+

@@ -89,7 +89,10 @@ pub fn user_stream(login: &str) -> String {
 
 /// Checks a login name.
 pub fn validate_login(login: &str) -> Result<(), UserError> {
-    if login.is_empty() || login.len() > LOGIN_BYTES_MAX || login.chars().any(|c| c.is_control() || c == '/' || c == ':') {
+    if login.is_empty()
+        || login.len() > LOGIN_BYTES_MAX
+        || login.chars().any(|c| c.is_control() || c == '/' || c == ':')
+    {
         return Err(UserError::Invalid("invalid login name".into()));
     }
     Ok(())
@@ -121,7 +124,8 @@ impl Auth {
                 r.updated_us = e.event.timestamp_us;
                 r
             })),
-            Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => Ok(None),
+            Ok(None)
+            | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => Ok(None),
             Err(ReadError::Storage(e)) => Err(e),
         }
     }
@@ -157,7 +161,13 @@ impl Auth {
     }
 
     /// Creates a user; creating an existing user again with the same password succeeds (blocking).
-    pub fn create_user(&self, login: &str, full_name: &str, groups: Vec<String>, password: &str) -> Result<(), UserError> {
+    pub fn create_user(
+        &self,
+        login: &str,
+        full_name: &str,
+        groups: Vec<String>,
+        password: &str,
+    ) -> Result<(), UserError> {
         validate_login(login)?;
         if let Some(existing) = self.user(login)? {
             return if existing.password_matches(password) { Ok(()) } else { Err(UserError::Conflict) };
@@ -192,7 +202,11 @@ impl Auth {
         Ok(())
     }
 
-    fn update_user(&self, login: &str, change: impl FnOnce(&mut UserRecord)) -> Result<UserRecord, UserError> {
+    fn update_user(
+        &self,
+        login: &str,
+        change: impl FnOnce(&mut UserRecord),
+    ) -> Result<UserRecord, UserError> {
         let mut rec = self.user(login)?.ok_or(UserError::NotFound)?;
         change(&mut rec);
         let ev = self.event("$UserUpdated", Self::record_bytes(&rec), true);
@@ -226,7 +240,11 @@ impl Auth {
             r.iterations = iterations;
         })?;
         let note = serde_json::to_vec(&serde_json::json!({ "loginName": login })).unwrap_or_default();
-        self.store.append(PASSWORD_NOTIFICATIONS_STREAM, ANY, vec![self.event("$PasswordChanged", note, true)])?;
+        self.store.append(
+            PASSWORD_NOTIFICATIONS_STREAM,
+            ANY,
+            vec![self.event("$PasswordChanged", note, true)],
+        )?;
         Ok(())
     }
 

@@ -3,8 +3,15 @@
 //! The disk keeps, per file, the bytes every reader sees and the bytes that would survive a crash.
 //! `sync_data` makes a file's current bytes durable; directory entries (creations, renames,
 //! removals) become durable on `sync_dir` of their directory. [`MemDisk::crash`] throws away
-//! everything not durable, exactly what a power loss does to a well-behaved disk. The fault
-//! injection layer (`fault/`) builds torn and misdirected writes on top of this.
+//! everything not durable, exactly what a power loss does to a well-behaved disk.
+//! [`MemDisk::crash_torn`] is the seeded variant the simulator uses: of each write not yet synced,
+//! a random prefix of its 512-byte sectors survives (torn writes), and unsynced length changes
+//! survive or not. The fault injection layer (`fault/`) adds misdirected and lost writes, bit rot
+//! and latent sector errors on top of this.
+//!
+//! Per file, `durable` plus the `pending` operations (every change since the last `sync_data`,
+//! in order) always equals `current`; `sync_data` applies `pending` to `durable`, so a sync costs
+//! the bytes written since the last one, not the file size.
 //!
 //! Everything here is deterministic: no threads, no OS calls; background work runs inline.
 
@@ -27,10 +34,48 @@ pub fn env(seed: u64) -> (Env, Arc<MemDisk>, Arc<ManualClock>) {
     (env, disk, clock)
 }
 
+/// Sector size of the torn-write model.
+pub const SECTOR: u64 = 512;
+
+/// A change to a file that is not durable yet.
+enum PendingOp {
+    Write { off: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+impl PendingOp {
+    fn apply(&self, to: &mut Vec<u8>) {
+        match self {
+            PendingOp::Write { off, data } => write_into(to, *off as usize, data),
+            PendingOp::SetLen(len) => to.resize(*len as usize, 0),
+        }
+    }
+}
+
+fn write_into(to: &mut Vec<u8>, off: usize, data: &[u8]) {
+    let end = off + data.len();
+    if to.len() < end {
+        to.resize(end, 0);
+    }
+    to[off..end].copy_from_slice(data);
+}
+
 #[derive(Default)]
 struct FileData {
     current: Vec<u8>,
     durable: Vec<u8>,
+    pending: Vec<PendingOp>,
+}
+
+/// What [`MemDisk::crash_torn`] did to the unsynced writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TornReport {
+    /// Unsynced writes that vanished entirely.
+    pub lost: u64,
+    /// Unsynced writes of which only a prefix of sectors survived.
+    pub torn: u64,
+    /// Unsynced writes that survived whole.
+    pub kept: u64,
 }
 
 #[derive(Default)]
@@ -70,7 +115,65 @@ impl MemDisk {
         for f in st.files.values() {
             let mut f = lock(f);
             f.current = f.durable.clone();
+            f.pending.clear();
         }
+    }
+
+    /// Simulates a power loss with torn writes, drawing every choice from `rng`: each unsynced
+    /// write (in order, per file) vanishes, survives whole, or survives as a random prefix of its
+    /// 512-byte sectors; each unsynced length change survives or not. Unsynced directory changes
+    /// vanish, as in [`MemDisk::crash`].
+    pub fn crash_torn(&self, rng: &mut dyn rand::RngCore) -> TornReport {
+        let mut report = TornReport::default();
+        let mut st = lock(&self.state);
+        st.names = st.durable_names.clone();
+        let live: Vec<u64> = st.names.values().copied().collect();
+        st.files.retain(|id, _| live.contains(id));
+        for f in st.files.values() {
+            let mut guard = lock(f);
+            let f = &mut *guard;
+            for op in std::mem::take(&mut f.pending) {
+                match op {
+                    PendingOp::Write { off, data } => {
+                        // Sector boundaries are absolute: the first piece ends at the next one.
+                        let mut cuts = vec![0usize];
+                        let mut at = (off / SECTOR + 1) * SECTOR;
+                        while at < off + data.len() as u64 {
+                            cuts.push((at - off) as usize);
+                            at += SECTOR;
+                        }
+                        cuts.push(data.len());
+                        let pieces = cuts.len() - 1;
+                        let keep = match rng.next_u32() % 3 {
+                            0 => 0,
+                            1 => pieces,
+                            _ => (rng.next_u32() as usize) % (pieces + 1),
+                        };
+                        match keep {
+                            0 => report.lost += 1,
+                            k if k == pieces => report.kept += 1,
+                            _ => report.torn += 1,
+                        }
+                        if keep > 0 {
+                            write_into(&mut f.durable, off as usize, &data[..cuts[keep]]);
+                        }
+                    }
+                    PendingOp::SetLen(len) => {
+                        if rng.next_u32() % 2 == 0 {
+                            f.durable.resize(len as usize, 0);
+                        }
+                    }
+                }
+            }
+            f.current = f.durable.clone();
+        }
+        report
+    }
+
+    /// Visible files and their current lengths, in path order.
+    pub fn files(&self) -> Vec<(PathBuf, u64)> {
+        let st = lock(&self.state);
+        st.names.iter().map(|(p, id)| (p.clone(), lock(&st.files[id]).current.len() as u64)).collect()
     }
 
     /// Flips one bit of the durable and current contents of `path` at `offset` (a latent error).
@@ -85,6 +188,14 @@ impl MemDisk {
         f.current[i] ^= 1 << (bit % 8);
         if i < f.durable.len() {
             f.durable[i] ^= 1 << (bit % 8);
+        }
+        // Keep `durable` + `pending` == `current`: pending writes over the byte carry the flip too.
+        for op in f.pending.iter_mut() {
+            if let PendingOp::Write { off, data } = op {
+                if (*off as usize..*off as usize + data.len()).contains(&i) {
+                    data[i - *off as usize] ^= 1 << (bit % 8);
+                }
+            }
         }
         Ok(())
     }
@@ -117,24 +228,26 @@ impl File for MemFile {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "file opened read-only"));
         }
         let mut f = lock(&self.data);
-        let off = offset as usize;
-        let end = off + buf.len();
-        if f.current.len() < end {
-            f.current.resize(end, 0);
-        }
-        f.current[off..end].copy_from_slice(buf);
+        write_into(&mut f.current, offset as usize, buf);
+        f.pending.push(PendingOp::Write { off: offset, data: buf.to_vec() });
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
-        let mut f = lock(&self.data);
-        f.durable = f.current.clone();
+        let mut guard = lock(&self.data);
+        let f = &mut *guard;
+        for op in f.pending.drain(..) {
+            op.apply(&mut f.durable);
+        }
+        debug_assert_eq!(f.durable.len(), f.current.len());
         Ok(())
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         if !self.writable {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "file opened read-only"));
         }
-        lock(&self.data).current.resize(len as usize, 0);
+        let mut f = lock(&self.data);
+        f.current.resize(len as usize, 0);
+        f.pending.push(PendingOp::SetLen(len));
         Ok(())
     }
     fn len(&self) -> io::Result<u64> {
@@ -157,7 +270,10 @@ impl Disk for MemDisk {
                 ))
             }
             (OpenMode::CreateTruncate, Some(id)) => {
-                lock(&st.files[&id]).current.clear();
+                let mut f = lock(&st.files[&id]);
+                f.current.clear();
+                f.pending.push(PendingOp::SetLen(0));
+                drop(f);
                 id
             }
             (OpenMode::CreateNew | OpenMode::CreateTruncate, None) => {
@@ -336,5 +452,80 @@ impl Runtime for InlineRuntime {
     }
     fn background(&self, _name: &'static str, f: Box<dyn FnOnce() + Send>) {
         f();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn file(d: &MemDisk, p: &str) -> Arc<dyn File> {
+        d.create_dir_all(Path::new("/d")).unwrap();
+        let f = d.open(Path::new(p), OpenMode::CreateNew).unwrap();
+        d.sync_dir(Path::new("/d")).unwrap();
+        f
+    }
+
+    fn contents(d: &MemDisk, p: &str) -> Vec<u8> {
+        let f = d.open(Path::new(p), OpenMode::Read).unwrap();
+        let mut b = vec![0u8; f.len().unwrap() as usize];
+        f.read_exact_at(&mut b, 0).unwrap();
+        b
+    }
+
+    #[test]
+    fn crash_keeps_exactly_what_was_synced() {
+        let d = MemDisk::default();
+        let f = file(&d, "/d/a");
+        f.write_all_at(b"hello", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_all_at(b"J", 0).unwrap();
+        f.set_len(2).unwrap();
+        d.crash();
+        assert_eq!(contents(&d, "/d/a"), b"hello");
+        // A file whose name was never made durable vanishes.
+        d.open(Path::new("/d/b"), OpenMode::CreateNew).unwrap().sync_data().unwrap();
+        d.crash();
+        assert!(!d.exists(Path::new("/d/b")));
+    }
+
+    #[test]
+    fn torn_crash_keeps_a_sector_prefix_of_each_unsynced_write() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64u64 {
+            let d = MemDisk::default();
+            let f = file(&d, "/d/a");
+            f.write_all_at(&[1u8; 2048], 0).unwrap();
+            f.sync_data().unwrap();
+            // Spans sectors 0..=3 starting mid-sector: pieces of 412, 512, 512, 100 bytes.
+            f.write_all_at(&[7u8; 1536], 100).unwrap();
+            let r = d.crash_torn(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+            assert_eq!(r.lost + r.torn + r.kept, 1);
+            let c = contents(&d, "/d/a");
+            let sevens = c.iter().filter(|&&b| b == 7).count();
+            assert!([0, 412, 924, 1436, 1536].contains(&sevens), "{sevens}");
+            assert!(c[..100].iter().all(|&b| b == 1));
+            assert!(c[100..100 + sevens].iter().all(|&b| b == 7));
+            assert!(c[100 + sevens..].iter().all(|&b| b == 1));
+            seen.insert(sevens);
+        }
+        assert!(seen.len() >= 4, "prefixes seen: {seen:?}");
+    }
+
+    #[test]
+    fn sync_applies_pending_changes_in_order() {
+        let d = MemDisk::default();
+        let f = file(&d, "/d/a");
+        f.write_all_at(b"abcdef", 0).unwrap();
+        f.set_len(3).unwrap();
+        f.write_all_at(b"Z", 4).unwrap();
+        d.flip_bit(Path::new("/d/a"), 0, 0).unwrap();
+        f.sync_data().unwrap();
+        let want = contents(&d, "/d/a");
+        assert_eq!(want, b"`bc\0Z");
+        d.crash();
+        assert_eq!(contents(&d, "/d/a"), want);
     }
 }

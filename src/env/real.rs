@@ -91,6 +91,54 @@ impl Disk for RealDisk {
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }
+    fn create_zeroed(&self, path: &Path, len: u64) -> io::Result<Arc<dyn File>> {
+        // O_DIRECT writes of a 4 KiB-aligned zero buffer: new blocks are allocated and written
+        // without going through the page cache (2–9x faster here than buffered writes plus
+        // fsync). File systems without O_DIRECT (tmpfs) fall back to buffered writes.
+        const PIECE: usize = 1 << 20;
+        const ALIGN: usize = 4096;
+        let direct = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match direct {
+            Ok(f) => {
+                let backing = vec![0u8; PIECE + ALIGN];
+                let skew = backing.as_ptr().align_offset(ALIGN);
+                let zeros = &backing[skew..skew + PIECE];
+                let aligned_len = len / ALIGN as u64 * ALIGN as u64;
+                let mut off = 0u64;
+                while off < aligned_len {
+                    let n = (aligned_len - off).min(PIECE as u64) as usize;
+                    f.write_all_at(&zeros[..n], off)?;
+                    off += n as u64;
+                }
+                drop(f);
+                let f = self.open(path, OpenMode::ReadWrite)?;
+                if aligned_len < len {
+                    f.write_all_at(&vec![0u8; (len - aligned_len) as usize], aligned_len)?;
+                }
+                f.sync_data()?;
+                Ok(f)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let f = self.open(path, OpenMode::CreateTruncate)?;
+                let zeros = vec![0u8; PIECE];
+                let mut off = 0u64;
+                while off < len {
+                    let n = (len - off).min(PIECE as u64) as usize;
+                    f.write_all_at(&zeros[..n], off)?;
+                    off += n as u64;
+                }
+                f.sync_data()?;
+                Ok(f)
+            }
+            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+    }
     fn space(&self, path: &Path) -> Option<(u64, u64)> {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;

@@ -1,22 +1,286 @@
-//! The HTTP API (being written): serves every connection with hyper until shutdown.
+//! The HTTP API, wire-compatible with EventStoreDB v5 HTTP clients
+//! (`shared/reference/http-streams.md`).
+//!
+//! One hyper HTTP/1.1 connection task per client, over the [`Conn`](crate::env::Conn)s of the Env
+//! seam. Every request goes through the v5 pipeline in [`Api::handle`]: authentication, routing,
+//! `OPTIONS`, method, body type (415), reply type (406), route level (401), then the handler,
+//! bounded by a request timeout (408). Store calls block, so handlers run them through
+//! [`Env::blocking`](crate::env::Env::blocking), ACL check and read together.
+//!
+//! Modules: [`router`] (routes and levels), [`media`] (negotiation, ETag hashes), [`request`] and
+//! [`reply`] (headers in, status lines out), [`errors`] (error → status, exhaustively), [`feed`]
+//! (Atom JSON/XML), [`streams`] (reads, long poll), [`writes`] (appends, deletes), [`metadata`],
+//! [`users`], [`node_info`] (`/ping`, `/info`, `/gossip`, shutdown), [`stats`], [`authn`]
+//! (credentials and levels), [`text`] and [`xml`] (formats).
+//!
+//! Shutdown: the listener stops accepting as soon as shutdown is requested; open connections
+//! finish the request in flight (hyper's graceful shutdown) and long polls return early.
 
+pub mod authn;
+pub mod errors;
+pub mod feed;
+pub mod media;
+pub mod metadata;
+pub mod node_info;
+pub mod reply;
+pub mod request;
+pub mod router;
+pub mod stats;
+pub mod streams;
+pub mod text;
+pub mod users;
+pub mod writes;
+pub mod xml;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::env::Listener;
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use self::media::NegotiationError;
+use self::reply::Reply;
+use self::request::Req;
+use self::router::Route;
+use crate::auth::Auth;
+use crate::env::{Conn, Listener};
 use crate::node::Node;
 
-/// Serves connections from `listener` until the node's shutdown is requested.
+/// A request that has not been answered after this long gets 408 (plus any long-poll time).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client must send a request's headers within this long.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for open connections.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP API's shared state.
+pub struct Api {
+    /// The node.
+    pub node: Arc<Node>,
+    /// Users and access control.
+    pub auth: Arc<Auth>,
+    /// The listening address.
+    pub local: SocketAddr,
+    /// `/stats` snapshots.
+    pub stats: stats::Stats,
+    /// Open connections.
+    pub connections: AtomicU64,
+}
+
+/// Serves connections from `listener` until the node's shutdown is requested, then lets the
+/// requests in flight finish (for at most [`DRAIN_TIMEOUT`]).
 pub async fn serve(node: Arc<Node>, mut listener: Box<dyn Listener>) {
+    let env = node.env.clone();
+    let local =
+        listener.local_addr().unwrap_or_else(|_| SocketAddr::new(node.config.http_ip, node.config.http_port));
+    let auth = Arc::new(Auth::new(env.clone(), node.store.clone(), node.config.password_iterations));
+    let a = auth.clone();
+    if let Err(e) = env.blocking(move || a.ensure_default_users()).await {
+        tracing::error!(error = %e, "could not create the default users");
+    }
+    let api = Arc::new(Api {
+        node: node.clone(),
+        auth,
+        local,
+        stats: stats::Stats::default(),
+        connections: AtomicU64::new(0),
+    });
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut stop = node.shutdown_requested();
     loop {
         tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s) => return,
-            r = listener.accept() => {
-                if let Err(e) = r {
+            _ = stopped(&mut stop) => break,
+            r = listener.accept() => match r {
+                Ok((conn, peer)) => {
+                    let api = api.clone();
+                    let done = done_tx.clone();
+                    env.rt.spawn(Box::pin(async move {
+                        connection(api, conn, peer).await;
+                        drop(done);
+                    }));
+                }
+                Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
+                    env.rt.sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    drop(done_tx);
+    tokio::select! {
+        biased;
+        _ = done_rx.recv() => {}
+        _ = env.rt.sleep(DRAIN_TIMEOUT) => tracing::warn!("connections still open after the drain timeout"),
+    }
+}
+
+/// Completes when shutdown is requested (or the node is gone).
+pub async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+async fn connection(api: Arc<Api>, conn: Box<dyn Conn>, peer: SocketAddr) {
+    api.connections.fetch_add(1, Ordering::Relaxed);
+    let svc_api = api.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let api = svc_api.clone();
+        async move { Ok::<_, Infallible>(api.handle(req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(64 * 1024);
+    let conn = builder.serve_connection(TokioIo::new(conn), svc);
+    tokio::pin!(conn);
+    let mut stop = api.node.shutdown_requested();
+    let r = tokio::select! {
+        biased;
+        r = conn.as_mut() => r,
+        _ = stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = r {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+    api.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl Api {
+    /// Answers one request.
+    pub async fn handle(self: Arc<Self>, req: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let Some(segs) = router::segments(parts.uri.path()) else {
+            return Reply::bad_request("Invalid URL encoding").into_response("");
+        };
+        let routes = router::routes(&segs);
+        let allow = router::allow_header(&routes);
+        let principal = match parts.headers.get(http::header::AUTHORIZATION) {
+            None => None,
+            Some(v) => match authn::authenticate(&self, v.as_bytes()).await {
+                Ok(p) => Some(p),
+                Err(reply) => return reply.into_response(&allow),
+            },
+        };
+        if routes.is_empty() {
+            return Reply::status(StatusCode::NOT_FOUND, "Not Found").into_response("");
+        }
+        if parts.method == Method::OPTIONS {
+            return Reply::status(StatusCode::OK, "OK").into_response(&allow);
+        }
+        let Some((_, route)) = routes.into_iter().find(|(m, _)| *m == parts.method) else {
+            return Reply::status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response(&allow);
+        };
+        if route.name().is_some_and(|n| !router::name_ok(n)) {
+            return Reply::bad_request("Invalid stream name").into_response(&allow);
+        }
+        let spec = route.spec();
+        let ct = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let body_media = if spec.accepts.is_empty() {
+            None
+        } else {
+            match media::request_media(ct, spec.accepts) {
+                Some(m) => Some(m),
+                None => {
+                    return Reply::status(
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        "Invalid or missing Content-Type",
+                    )
+                    .into_response(&allow)
                 }
             }
+        };
+        let query = request::parse_query(parts.uri.query());
+        let format = query.iter().find(|(k, _)| k.eq_ignore_ascii_case("format")).map(|(_, v)| v.as_str());
+        let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let (media, how) = if spec.produces.is_empty() {
+            (media::Media::TextPlain, media::How::Default)
+        } else {
+            match media::negotiate(accept, format, spec.produces) {
+                Ok(x) => x,
+                Err(NegotiationError::NotAcceptable) => {
+                    return Reply::status(
+                        StatusCode::NOT_ACCEPTABLE,
+                        "Requested URI is not available in requested format",
+                    )
+                    .into_response(&allow)
+                }
+                Err(NegotiationError::UnknownFormat(f)) => {
+                    return Reply::bad_request(format!("Unknown format: {f}")).into_response(&allow)
+                }
+            }
+        };
+        if !authn::level_ok(principal.as_ref(), spec.level) {
+            return Reply::unauthorized().into_response(&allow);
+        }
+        let mut req = Req {
+            base: request::base_url(&parts.headers, self.local),
+            method: parts.method,
+            path: parts.uri.path().to_owned(),
+            raw_query: parts.uri.query().map(str::to_owned),
+            query,
+            headers: parts.headers,
+            body: Some(body),
+            principal,
+            media,
+            how,
+            body_media,
+        };
+        let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
+        let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);
+        let env = self.node.env.clone();
+        let reply = tokio::select! {
+            biased;
+            r = self.dispatch(route, &mut req) => r,
+            _ = env.rt.sleep(limit) => Reply::status(StatusCode::REQUEST_TIMEOUT, "Server was unable to handle request in time"),
+        };
+        reply.into_response(&allow)
+    }
+
+    async fn dispatch(self: &Arc<Self>, route: Route, req: &mut Req) -> Reply {
+        match route {
+            Route::Ping => node_info::ping(req),
+            Route::Info => node_info::info(self, req),
+            Route::InfoOptions => node_info::options(self, req),
+            Route::Gossip => node_info::gossip(self, req).await,
+            Route::Stats(path) => stats::stats(self, req, &path).await,
+            Route::Shutdown => node_info::shutdown(self),
+            Route::Users => users::list(self, req).await,
+            Route::UserCreate => users::create(self, req).await,
+            Route::UserCurrent => users::current(self, req).await,
+            Route::UserGet(l) => users::get(self, req, l).await,
+            Route::UserUpdate(l) => users::update(self, req, l).await,
+            Route::UserDelete(l) => users::delete(self, req, l).await,
+            Route::UserEnable(l) => users::set_disabled(self, req, l, false).await,
+            Route::UserDisable(l) => users::set_disabled(self, req, l, true).await,
+            Route::UserResetPassword(l) => users::reset_password(self, req, l).await,
+            Route::UserChangePassword(l) => users::change_password(self, req, l).await,
+            Route::Redirect(path) => {
+                let q = req.raw_query.as_ref().map(|q| format!("?{q}")).unwrap_or_default();
+                Reply::status(StatusCode::TEMPORARY_REDIRECT, "Temporary Redirect")
+                    .header("location", format!("{}{path}{q}", req.base))
+                    .header("cache-control", "max-age=31536000, public")
+            }
+            Route::Feed { stream, from, dir, count } => {
+                streams::feed(self, req, stream, from, dir, count).await
+            }
+            Route::Event { stream, event } => streams::event(self, req, stream, event).await,
+            Route::All { from, dir, count } => streams::all(self, req, from, dir, count).await,
+            Route::MetadataGet(s) => metadata::get(self, req, s).await,
+            Route::MetadataPost(s) => metadata::post(self, req, s).await,
+            Route::Append(s) => writes::append(self, req, s, None).await,
+            Route::Incoming(s, id) => writes::append(self, req, s, Some(id)).await,
+            Route::Delete(s) => writes::delete(self, req, s).await,
         }
     }
 }

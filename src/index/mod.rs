@@ -266,7 +266,8 @@ impl Index {
     pub fn maybe_flush(self: &Arc<Self>) {
         {
             let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-            if st.mem.len() < self.cfg.memtable_max {
+            // BUGGIFY (sim only): flush a small, non-empty memtable early.
+            if st.mem.len() < self.cfg.memtable_max && (st.mem.is_empty() || !crate::buggify!()) {
                 return;
             }
             let entries = Arc::new(std::mem::take(&mut st.mem));
@@ -286,6 +287,10 @@ impl Index {
     fn run_jobs(&self, force_merge: bool) {
         let _job = self.job.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = self.flush_frozen() {
+            // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+            if crate::buggify::bug(crate::buggify::Bug::PanicOnIndexFlushError) {
+                panic!("index flush failed: {e}");
+            }
             tracing::error!(error = %e, "index flush failed; entries stay in memory and the flush is retried later");
             return;
         }
@@ -463,9 +468,51 @@ impl Index {
         (out, st.tables.clone())
     }
 
-    /// Replaces entries after a scavenge rewrote records: `moved` maps old to new positions and
-    /// `removed` lists entries that are gone. Applies to the memtable only; tables are rewritten by
-    /// the scavenge itself.
+    /// Drops every entry for which `keep` is false (records a scavenge removed): memtables are
+    /// filtered in place, tables that lose entries are rewritten. Returns (removed, kept).
+    pub fn retain(&self, keep: impl Fn(&Entry) -> bool) -> Result<(u64, u64), IndexError> {
+        let _job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        self.flush_frozen()?;
+        let (mut removed, mut kept) = (0u64, 0u64);
+        {
+            let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let before = st.mem.len();
+            st.mem.retain(|e| keep(e));
+            removed += (before - st.mem.len()) as u64;
+            kept += st.mem.len() as u64;
+        }
+        let tables = self.state.read().unwrap_or_else(|e| e.into_inner()).tables.clone();
+        let mut replaced = Vec::new();
+        let mut next = Vec::with_capacity(tables.len());
+        for t in tables {
+            let all = t.table.iter().collect::<Result<Vec<_>, _>>()?;
+            let left: Vec<Entry> = all.iter().copied().filter(|e| keep(e)).collect();
+            removed += (all.len() - left.len()) as u64;
+            kept += left.len() as u64;
+            if left.len() == all.len() {
+                next.push(t);
+            } else {
+                if !left.is_empty() {
+                    next.push(self.new_table(left.into_iter())?);
+                }
+                replaced.push(t);
+            }
+        }
+        if !replaced.is_empty() {
+            self.state.write().unwrap_or_else(|e| e.into_inner()).tables = next;
+            self.write_map()?;
+            for t in replaced {
+                for p in [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))] {
+                    if let Err(e) = self.env.disk.remove(&p) {
+                        tracing::warn!(error = %e, path = %p.display(), "could not remove a rewritten index table");
+                    }
+                }
+            }
+        }
+        Ok((removed, kept))
+    }
+
+    /// Figures for statistics.
     pub fn stats(&self) -> IndexStats {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let ex = self.existence.read().unwrap_or_else(|e| e.into_inner()).size_bytes();

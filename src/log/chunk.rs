@@ -9,9 +9,13 @@
 //!                 | u32 crc32 of bytes 0..124
 //! data:           records back to back, then zeros
 //! footer (128 B): magic "ANNALEND" | u8 flags (1 = completed) | [7] 0 | u64 logical data size
-//!                 | u64 physical data size | u32 posmap entries | u32 crc32 of the data bytes | 0…
-//!                 | u32 crc32 of bytes 0..124
+//!                 | u64 physical data size | u32 posmap entries | u32 crc32 of the data bytes
+//!                 | u32 crc32 of the posmap | 0… | u32 crc32 of bytes 0..124
 //! ```
+//!
+//! A scavenged chunk (header flag set, version raised, possibly spanning several logical chunks
+//! after a merge) holds only the records it kept, back to back, followed by a position map of
+//! `u64 log position | u64 data offset` pairs; its file is as long as that, not `chunk_size`.
 //!
 //! The footer is the last 128 bytes of the file and is all zeros until the chunk is completed. A new
 //! chunk is written in full (zeros) and synced when created, so later appends overwrite allocated
@@ -59,6 +63,8 @@ pub struct ChunkFooter {
     pub posmap_entries: u32,
     /// CRC32 of the physical data bytes.
     pub data_crc: u32,
+    /// CRC32 of the position map (scavenged chunks; 0 otherwise).
+    pub posmap_crc: u32,
 }
 
 impl ChunkHeader {
@@ -112,6 +118,7 @@ impl ChunkFooter {
         b[24..32].copy_from_slice(&self.physical_size.to_le_bytes());
         b[32..36].copy_from_slice(&self.posmap_entries.to_le_bytes());
         b[36..40].copy_from_slice(&self.data_crc.to_le_bytes());
+        b[40..44].copy_from_slice(&self.posmap_crc.to_le_bytes());
         let crc = crc32fast::hash(&b[0..124]);
         b[124..128].copy_from_slice(&crc.to_le_bytes());
         b
@@ -139,6 +146,7 @@ impl ChunkFooter {
             physical_size: u64::from_le_bytes(b[24..32].try_into().unwrap_or_default()),
             posmap_entries: u32::from_le_bytes(b[32..36].try_into().unwrap_or_default()),
             data_crc: u32::from_le_bytes(b[36..40].try_into().unwrap_or_default()),
+            posmap_crc: u32::from_le_bytes(b[40..44].try_into().unwrap_or_default()),
         }))
     }
 }
@@ -167,26 +175,15 @@ pub fn is_chunk_name(name: &str) -> bool {
     parse_file_name(name).is_some()
 }
 
-/// Size of a zero-filling write when creating a chunk.
-pub const ZERO_FILL_BLOCK: usize = 1 << 20;
-
-/// Writes a fresh chunk file at `path`: header, `chunk_size` zero bytes, zero footer; then syncs it.
+/// Writes a fresh chunk file at `path`: header, `chunk_size` zero bytes, zero footer, all synced.
 /// The caller renames it into place and syncs the directory.
 pub fn create_file(
     disk: &dyn crate::env::Disk,
     path: &Path,
     header: &ChunkHeader,
 ) -> std::io::Result<std::sync::Arc<dyn crate::env::File>> {
-    let f = disk.open(path, crate::env::OpenMode::CreateTruncate)?;
+    let f = disk.create_zeroed(path, HEADER_SIZE + header.chunk_size + FOOTER_SIZE)?;
     f.write_all_at(&header.encode(), 0)?;
-    let zeros = vec![0u8; ZERO_FILL_BLOCK];
-    let total = header.chunk_size + FOOTER_SIZE;
-    let mut off = 0u64;
-    while off < total {
-        let n = (total - off).min(ZERO_FILL_BLOCK as u64) as usize;
-        f.write_all_at(&zeros[..n], HEADER_SIZE + off)?;
-        off += n as u64;
-    }
     f.sync_data()?;
     Ok(f)
 }
@@ -211,7 +208,7 @@ mod tests {
         assert_eq!(ChunkHeader::decode(&b), Ok(h));
         b[20] ^= 1;
         assert!(ChunkHeader::decode(&b).is_err());
-        let f = ChunkFooter { logical_size: 4000, physical_size: 3000, posmap_entries: 2, data_crc: 77 };
+        let f = ChunkFooter { logical_size: 4000, physical_size: 3000, posmap_entries: 2, data_crc: 77, posmap_crc: 5 };
         let mut b = f.encode();
         assert_eq!(ChunkFooter::decode(&b), Ok(Some(f)));
         assert_eq!(ChunkFooter::decode(&[0; 128]), Ok(None));

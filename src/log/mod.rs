@@ -121,6 +121,21 @@ impl LogError {
     }
 }
 
+/// Where a chunk's records physically are.
+#[derive(Debug)]
+pub enum Layout {
+    /// Records at `offset = position - base` (chunks as written).
+    Plain,
+    /// A scavenged chunk: the kept records back to back, with a position map of
+    /// `(log position, data offset)` pairs, ascending.
+    Mapped {
+        /// The position map.
+        map: Vec<(u64, u64)>,
+        /// Bytes of record data.
+        data_len: u64,
+    },
+}
+
 /// One open chunk file.
 pub struct Chunk {
     /// Its header.
@@ -132,14 +147,59 @@ pub struct Chunk {
     file: Arc<dyn File>,
     /// Data bytes in use: from the footer for a complete chunk, `u64::MAX` while it is written.
     data_end: AtomicU64,
+    /// Physical layout.
+    pub layout: Layout,
 }
 
 impl Chunk {
-    fn read(&self, buf: &mut [u8], local: u64) -> Result<(), LogError> {
-        self.file.read_exact_at(buf, HEADER_SIZE + local).map_err(LogError::io("read", &self.path))
+    fn read(&self, buf: &mut [u8], offset: u64) -> Result<(), LogError> {
+        self.file.read_exact_at(buf, HEADER_SIZE + offset).map_err(LogError::io("read", &self.path))
     }
-    fn corrupt(&self, local: u64, detail: impl std::fmt::Display) -> LogError {
-        LogError::Corrupt { file: self.path.clone(), offset: HEADER_SIZE + local, detail: detail.to_string() }
+    fn corrupt(&self, offset: u64, detail: impl std::fmt::Display) -> LogError {
+        LogError::Corrupt { file: self.path.clone(), offset: HEADER_SIZE + offset, detail: detail.to_string() }
+    }
+    /// The data offset of the record at log position `pos`, if the chunk holds one there.
+    fn offset_of(&self, base: u64, pos: u64) -> Option<u64> {
+        match &self.layout {
+            Layout::Plain => Some(pos - base),
+            Layout::Mapped { map, .. } => map.binary_search_by_key(&pos, |e| e.0).ok().map(|i| map[i].1),
+        }
+    }
+    /// The first record at or after `pos`: its position and data offset.
+    fn first_from(&self, base: u64, pos: u64) -> Option<(u64, u64)> {
+        match &self.layout {
+            Layout::Plain => Some((pos, pos - base)),
+            Layout::Mapped { map, .. } => map.get(map.partition_point(|e| e.0 < pos)).copied(),
+        }
+    }
+    /// The position after the record at `pos` with frame length `len`.
+    fn after(&self, pos: u64, len: u64, span_end: u64) -> u64 {
+        match &self.layout {
+            Layout::Plain => pos + len,
+            Layout::Mapped { map, .. } => map.get(map.partition_point(|e| e.0 <= pos)).map(|e| e.0).unwrap_or(span_end),
+        }
+    }
+    /// The last record before `pos`: its position and data offset (mapped chunks only).
+    fn last_before(&self, pos: u64) -> Option<(u64, u64)> {
+        match &self.layout {
+            Layout::Plain => None,
+            Layout::Mapped { map, .. } => map.partition_point(|e| e.0 < pos).checked_sub(1).map(|i| map[i]),
+        }
+    }
+    /// Bytes of data that may be read at `offset` for a record, given the readable end position.
+    fn readable_from(&self, base: u64, offset: u64, end: u64) -> u64 {
+        match &self.layout {
+            Layout::Plain => (end - base).saturating_sub(offset),
+            Layout::Mapped { data_len, .. } => data_len.saturating_sub(offset),
+        }
+    }
+    /// Whether this chunk was rewritten by a scavenge.
+    pub fn is_scavenged(&self) -> bool {
+        matches!(self.layout, Layout::Mapped { .. })
+    }
+    /// Size of the chunk file in bytes.
+    pub fn file_len(&self) -> u64 {
+        self.file.len().unwrap_or(0)
     }
 }
 
@@ -262,6 +322,11 @@ impl Log {
         let mut expect = 0u32;
         for (&start, &version) in latest {
             let path = dir.join(chunk::file_name(start, version));
+            if start < expect {
+                // Covered by a merged scavenged chunk that replaced it (removal was interrupted).
+                disk.remove(&path).map_err(LogError::io("remove merged chunk", &path))?;
+                continue;
+            }
             if start > writer_chunk {
                 disk.remove(&path).map_err(LogError::io("remove chunk past the writer", &path))?;
                 continue;
@@ -305,6 +370,17 @@ impl Log {
                 detail: d.into(),
             })?;
             let last = header.end >= writer_chunk;
+            let mut layout = Layout::Plain;
+            if let (Some(f), true) = (&footer, header.scavenged) {
+                if last {
+                    return Err(LogError::Corrupt {
+                        file: path,
+                        offset: 28,
+                        detail: "the chunk being written is marked scavenged".into(),
+                    });
+                }
+                layout = load_posmap(&*file, &path, f)?;
+            }
             let data_end = match (footer, last) {
                 (Some(f), false) => f.logical_size,
                 (None, false) => {
@@ -319,7 +395,7 @@ impl Log {
             expect = header.end + 1;
             chunks.insert(
                 start,
-                Arc::new(Chunk { header, version, path, file, data_end: AtomicU64::new(data_end) }),
+                Arc::new(Chunk { header, version, path, file, data_end: AtomicU64::new(data_end), layout }),
             );
         }
         if writer > 0 && expect <= writer_chunk && writer % size != 0 {
@@ -415,7 +491,7 @@ impl Log {
             offset: 0,
             detail: d.into(),
         })?;
-        let c = Arc::new(Chunk { header, version: 0, path, file, data_end: AtomicU64::new(u64::MAX) });
+        let c = Arc::new(Chunk { header, version: 0, path, file, data_end: AtomicU64::new(u64::MAX), layout: Layout::Plain });
         self.chunks.write().unwrap_or_else(|e| e.into_inner()).insert(number, c.clone());
         Ok(c)
     }
@@ -491,68 +567,81 @@ impl Log {
     }
 
     /// Reads the record at `pos`, which must be the start of a committed record.
+    /// `OutOfRange` when no record starts there (or a scavenge removed it).
     pub fn read(&self, pos: u64) -> Result<Record, LogError> {
         let c = self.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
-        let end = self.readable_end(&c);
+        self.read_in(&c, pos)
+    }
+
+    fn read_in(&self, c: &Chunk, pos: u64) -> Result<Record, LogError> {
+        let end = self.readable_end(c);
         if pos >= end {
             return Err(LogError::OutOfRange(pos));
         }
         let base = c.header.start as u64 * self.cfg.chunk_size;
-        let local = pos - base;
-        let avail = (end - pos) as usize;
+        let off = c.offset_of(base, pos).ok_or(LogError::OutOfRange(pos))?;
+        let avail = c.readable_from(base, off, end) as usize;
         let mut buf = vec![0u8; avail.min(POINT_READ_BYTES)];
-        c.read(&mut buf, local)?;
+        c.read(&mut buf, off)?;
         let buf = Bytes::from(buf);
         match record::decode_shared(&buf, 0, pos, self.max_body) {
             Ok((r, _)) => Ok(r),
             Err(FrameError::Short { needed }) if needed <= avail => {
                 let mut buf = vec![0u8; needed];
-                c.read(&mut buf, local)?;
+                c.read(&mut buf, off)?;
                 record::decode_shared(&Bytes::from(buf), 0, pos, self.max_body)
                     .map(|(r, _)| r)
-                    .map_err(|e| c.corrupt(local, e))
+                    .map_err(|e| c.corrupt(off, e))
             }
-            Err(e) => Err(c.corrupt(local, e)),
+            Err(e) => Err(c.corrupt(off, e)),
         }
     }
 
     /// Reads the records at `positions` (each the start of a committed record), coalescing
-    /// nearby positions of one chunk into single reads. Results are in the order given.
-    pub fn read_many(&self, positions: &[u64]) -> Result<Vec<Record>, LogError> {
+    /// nearby records of one chunk into single reads. Results are in the order given; `None`
+    /// where a scavenge removed the record.
+    pub fn read_many(&self, positions: &[u64]) -> Result<Vec<Option<Record>>, LogError> {
         let mut out = Vec::with_capacity(positions.len());
         let mut i = 0;
         while i < positions.len() {
             let first = positions[i];
             let c = self.chunk_for(first).ok_or(LogError::OutOfRange(first))?;
             let end = self.readable_end(&c);
+            let base = c.header.start as u64 * self.cfg.chunk_size;
             if first >= end {
                 return Err(LogError::OutOfRange(first));
             }
-            // Extend the group while positions ascend within this chunk and the span stays small.
+            let Some(first_off) = c.offset_of(base, first) else {
+                out.push(None);
+                i += 1;
+                continue;
+            };
+            // Extend the group while records ascend within this chunk and the span stays small.
+            let mut offs = vec![first_off];
             let mut j = i + 1;
-            while j < positions.len()
-                && positions[j] > positions[j - 1]
-                && positions[j] < end
-                && positions[j] - first < COALESCE_BYTES
-            {
+            while j < positions.len() && positions[j] > positions[j - 1] && positions[j] < end {
+                match c.offset_of(base, positions[j]) {
+                    Some(o) if o > offs[offs.len() - 1] && o - first_off < COALESCE_BYTES => offs.push(o),
+                    _ => break,
+                }
                 j += 1;
             }
-            if j - i == 1 {
-                out.push(self.read(first)?);
+            if offs.len() == 1 {
+                out.push(Some(self.read_in(&c, first)?));
                 i = j;
                 continue;
             }
-            let base = c.header.start as u64 * self.cfg.chunk_size;
-            let last = positions[j - 1];
-            let span = ((last - first) as usize + POINT_READ_BYTES).min((end - first) as usize);
+            let last_off = offs[offs.len() - 1];
+            let span = ((last_off - first_off) as usize + POINT_READ_BYTES)
+                .min(c.readable_from(base, first_off, end) as usize);
             let mut buf = vec![0u8; span];
-            c.read(&mut buf, first - base)?;
+            c.read(&mut buf, first_off)?;
             let buf = Bytes::from(buf);
-            for &p in &positions[i..j] {
-                match record::decode_shared(&buf, (p - first) as usize, p, self.max_body) {
-                    Ok((r, _)) => out.push(r),
-                    Err(FrameError::Short { .. }) => out.push(self.read(p)?),
-                    Err(e) => return Err(c.corrupt(p - base, e)),
+            for (&p, &o) in positions[i..j].iter().zip(&offs) {
+                match record::decode_shared(&buf, (o - first_off) as usize, p, self.max_body) {
+                    Ok((r, _)) => out.push(Some(r)),
+                    Err(FrameError::Short { .. }) => out.push(Some(self.read_in(&c, p)?)),
+                    Err(e) => return Err(c.corrupt(o, e)),
                 }
             }
             i = j;
@@ -562,7 +651,7 @@ impl Log {
 
     /// Scans committed records forward from `from` (a record start or chunk boundary).
     pub fn scan(&self, from: u64) -> Scan<'_> {
-        Scan { log: self, pos: from, buf: Bytes::new(), buf_pos: 0, chunk: None, limit: None }
+        Scan { log: self, pos: from, buf: Bytes::new(), buf_off: 0, chunk: None, limit: None }
     }
 
     /// Reads up to `max` records that start before `before`, newest first. Returns them and the
@@ -572,14 +661,21 @@ impl Log {
         let mut pos = before.min(self.committed());
         let size = self.cfg.chunk_size;
         while out.len() < max && pos > 0 {
-            let c = match self.chunk_for(pos - 1) {
-                Some(c) => c,
-                None => break,
-            };
+            let Some(c) = self.chunk_for(pos - 1) else { break };
             let base = c.header.start as u64 * size;
             let end = self.readable_end(&c);
             if pos > end {
                 pos = end;
+            }
+            if c.is_scavenged() {
+                match c.last_before(pos) {
+                    Some((p, _)) => {
+                        out.push(self.read_in(&c, p)?);
+                        pos = p;
+                    }
+                    None => pos = base,
+                }
+                continue;
             }
             if pos == base {
                 continue;
@@ -593,14 +689,100 @@ impl Log {
                 return Err(c.corrupt(local - 4, "record length runs before the chunk start"));
             }
             let start = pos - len;
-            out.push(self.read(start)?);
+            out.push(self.read_in(&c, start)?);
             pos = start;
-            if pos == base && base > 0 {
-                // Continue in the previous chunk.
-                continue;
-            }
         }
         Ok((out, pos))
+    }
+
+    /// Writes a scavenged replacement for the complete chunks `start..=end`: the kept `records`
+    /// (ascending positions, each entirely inside the range) back to back with their position
+    /// map. The file is synced and renamed into place as version `version`; the chunks it replaces
+    /// stay in service until [`Log::install`].
+    pub fn write_scavenged(&self, start: u32, end: u32, version: u32, records: &[Record]) -> Result<Arc<Chunk>, LogError> {
+        let size = self.cfg.chunk_size;
+        let (lo, hi) = (start as u64 * size, (end as u64 + 1) * size);
+        let mut data = Vec::new();
+        let mut map = Vec::with_capacity(records.len());
+        for r in records {
+            let p = r.log_position();
+            assert!(p >= lo && p < hi && map.last().is_none_or(|&(q, _)| q < p), "scavenged records out of range or order");
+            map.push((p, data.len() as u64));
+            match r {
+                Record::Event(e) => record::encode_event(e, &mut data),
+                Record::Epoch(e) => record::encode_epoch(e, &mut data),
+            }
+        }
+        let mut pm = Vec::with_capacity(map.len() * 16);
+        for (p, o) in &map {
+            pm.extend_from_slice(&p.to_le_bytes());
+            pm.extend_from_slice(&o.to_le_bytes());
+        }
+        let header = ChunkHeader { chunk_size: size, start, end, scavenged: true, id: *self.env.new_uuid().as_bytes() };
+        let footer = ChunkFooter {
+            logical_size: hi - lo,
+            physical_size: data.len() as u64,
+            posmap_entries: map.len() as u32,
+            data_crc: crc32fast::hash(&data),
+            posmap_crc: crc32fast::hash(&pm),
+        };
+        let path = self.cfg.dir.join(chunk::file_name(start, version));
+        let tmp = crate::env::tmp_path(&path);
+        let disk = &*self.env.disk;
+        let file = disk.open(&tmp, OpenMode::CreateTruncate).map_err(LogError::io("create", &tmp))?;
+        let w = |b: &[u8], at: u64| file.write_all_at(b, at).map_err(LogError::io("write", &tmp));
+        w(&header.encode(), 0)?;
+        w(&data, HEADER_SIZE)?;
+        w(&pm, HEADER_SIZE + data.len() as u64)?;
+        w(&footer.encode(), HEADER_SIZE + (data.len() + pm.len()) as u64)?;
+        file.sync_data().map_err(LogError::io("sync", &tmp))?;
+        disk.rename(&tmp, &path).map_err(LogError::io("rename", &tmp))?;
+        disk.sync_dir(&self.cfg.dir).map_err(LogError::io("sync directory", &self.cfg.dir))?;
+        Ok(Arc::new(Chunk {
+            header,
+            version,
+            path,
+            file,
+            data_end: AtomicU64::new(hi - lo),
+            layout: Layout::Mapped { map, data_len: data.len() as u64 },
+        }))
+    }
+
+    /// Puts a scavenged chunk in service in place of the chunks it covers, then removes their
+    /// files. Readers holding an old chunk finish on it.
+    pub fn install(&self, new: Arc<Chunk>) -> Result<(), LogError> {
+        let (start, end) = (new.header.start, new.header.end);
+        let old: Vec<Arc<Chunk>> = {
+            let mut chunks = self.chunks.write().unwrap_or_else(|e| e.into_inner());
+            let covered: Vec<u32> = chunks.range(start..=end).map(|(k, _)| *k).collect();
+            let old = covered.iter().filter_map(|k| chunks.remove(k)).collect();
+            chunks.insert(start, new.clone());
+            old
+        };
+        for c in old.iter().filter(|c| c.path != new.path) {
+            self.env.disk.remove(&c.path).map_err(LogError::io("remove replaced chunk", &c.path))?;
+        }
+        self.env.disk.sync_dir(&self.cfg.dir).map_err(LogError::io("sync directory", &self.cfg.dir))
+    }
+
+    /// Whether a record starts at committed position `pos` (false once a scavenge removed it).
+    pub fn contains(&self, pos: u64) -> bool {
+        match self.chunk_for(pos) {
+            Some(c) => {
+                let base = c.header.start as u64 * self.cfg.chunk_size;
+                pos < self.readable_end(&c) && c.offset_of(base, pos).is_some()
+            }
+            None => false,
+        }
+    }
+
+    /// Every record of the complete chunk holding `pos` (its physical chunk), in log order.
+    pub fn chunk_records(&self, pos: u64) -> Result<(Arc<Chunk>, Vec<Record>), LogError> {
+        let c = self.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
+        let size = self.cfg.chunk_size;
+        let (lo, hi) = (c.header.start as u64 * size, (c.header.end as u64 + 1) * size);
+        let recs = self.scan(lo).until(hi).collect::<Result<Vec<_>, _>>()?;
+        Ok((c, recs))
     }
 
     /// Flushes the chaser checkpoint (called at index flushes and shutdown).
@@ -609,12 +791,34 @@ impl Log {
     }
 }
 
+/// Reads and checks the position map of a scavenged chunk.
+fn load_posmap(file: &dyn File, path: &Path, f: &ChunkFooter) -> Result<Layout, LogError> {
+    let at = HEADER_SIZE + f.physical_size;
+    let mut b = vec![0u8; f.posmap_entries as usize * 16];
+    file.read_exact_at(&mut b, at).map_err(LogError::io("read position map", path))?;
+    let corrupt = |detail: &str| LogError::Corrupt { file: path.to_path_buf(), offset: at, detail: detail.into() };
+    if crc32fast::hash(&b) != f.posmap_crc {
+        return Err(corrupt("position map checksum mismatch"));
+    }
+    let map: Vec<(u64, u64)> = b
+        .chunks_exact(16)
+        .map(|e| {
+            (u64::from_le_bytes(e[0..8].try_into().unwrap_or_default()), u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()))
+        })
+        .collect();
+    if map.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 >= w[1].1) || map.last().is_some_and(|e| e.1 >= f.physical_size) {
+        return Err(corrupt("position map is not ascending or points past the data"));
+    }
+    Ok(Layout::Mapped { map, data_len: f.physical_size })
+}
+
 /// A forward scan over committed records (see [`Log::scan`]).
 pub struct Scan<'a> {
     log: &'a Log,
     pos: u64,
     buf: Bytes,
-    buf_pos: u64,
+    /// Data offset (in the current chunk) of `buf[0]`.
+    buf_off: u64,
     chunk: Option<Arc<Chunk>>,
     limit: Option<u64>,
 }
@@ -653,45 +857,44 @@ impl Scan<'_> {
                 }
             };
             let base = c.header.start as u64 * size;
+            let span_end = (c.header.end as u64 + 1) * size;
             let end = self.log.readable_end(&c).min(stop);
-            if self.pos >= end {
-                if end < stop {
-                    // The rest of this chunk is padding: continue in the next chunk.
-                    self.pos = (c.header.end as u64 + 1) * size;
+            let next = c.first_from(base, self.pos).filter(|(p, _)| *p < end);
+            let Some((pos, off)) = next else {
+                if end < stop || span_end <= stop {
+                    // The rest of this chunk is padding (or was scavenged away): next chunk.
+                    self.pos = span_end;
                     self.chunk = None;
                     continue;
                 }
                 return Ok(None);
-            }
-            let in_buf = self.pos >= self.buf_pos && self.pos < self.buf_pos + self.buf.len() as u64;
+            };
+            self.pos = pos;
+            let avail = c.readable_from(base, off, end);
+            let in_buf = off >= self.buf_off && off < self.buf_off + self.buf.len() as u64;
             if !in_buf {
-                self.fill(&c, base, end, SCAN_READ_BYTES)?;
+                self.fill(&c, off, avail, SCAN_READ_BYTES)?;
             }
-            let off = (self.pos - self.buf_pos) as usize;
-            match record::decode_shared(&self.buf, off, self.pos, self.log.max_body) {
+            let at = (off - self.buf_off) as usize;
+            match record::decode_shared(&self.buf, at, pos, self.log.max_body) {
                 Ok((r, len)) => {
-                    self.pos += len as u64;
+                    self.pos = c.after(pos, len as u64, span_end);
                     return Ok(Some(r));
                 }
-                Err(FrameError::Short { needed }) if self.pos + needed as u64 <= end && off > 0 => {
-                    self.fill(&c, base, end, SCAN_READ_BYTES.max(needed))?;
+                Err(FrameError::Short { needed }) if needed as u64 <= avail && (at > 0 || self.buf.len() < needed) => {
+                    self.fill(&c, off, avail, SCAN_READ_BYTES.max(needed))?;
                 }
-                Err(FrameError::Short { needed })
-                    if self.pos + needed as u64 <= end && self.buf.len() - off < needed =>
-                {
-                    self.fill(&c, base, end, needed)?;
-                }
-                Err(e) => return Err(c.corrupt(self.pos - base, e)),
+                Err(e) => return Err(c.corrupt(off, e)),
             }
         }
     }
 
-    fn fill(&mut self, c: &Chunk, base: u64, end: u64, want: usize) -> Result<(), LogError> {
-        let n = ((end - self.pos) as usize).min(want);
+    fn fill(&mut self, c: &Chunk, off: u64, avail: u64, want: usize) -> Result<(), LogError> {
+        let n = (avail as usize).min(want);
         let mut buf = vec![0u8; n];
-        c.read(&mut buf, self.pos - base)?;
+        c.read(&mut buf, off)?;
         self.buf = Bytes::from(buf);
-        self.buf_pos = self.pos;
+        self.buf_off = off;
         Ok(())
     }
 }
@@ -772,7 +975,9 @@ impl LogWriter {
             return Err(LogError::RecordTooLarge { len, chunk_size: size });
         }
         let base = self.chunk.header.start as u64 * size;
-        if self.pos - base + len > size {
+        // BUGGIFY (sim only): complete a non-empty chunk early although the record fits; the rest
+        // of the chunk becomes padding, exactly as when a record does not fit.
+        if self.pos - base + len > size || (self.pos > base && crate::buggify!()) {
             self.complete_chunk().inspect_err(|_| self.poison())?;
         }
         let pos = self.pos;
@@ -787,6 +992,15 @@ impl LogWriter {
         Ok(pos)
     }
 
+    /// Completes the current chunk after the records staged so far (a scavenge point ends its
+    /// chunk). Part of the next commit.
+    pub fn complete_now(&mut self) -> Result<(), LogError> {
+        if self.log.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        self.complete_chunk().inspect_err(|_| self.poison())
+    }
+
     fn complete_chunk(&mut self) -> Result<(), LogError> {
         self.write_buffer()?;
         let size = self.log.cfg.chunk_size;
@@ -794,7 +1008,7 @@ impl LogWriter {
         let used = self.pos - base;
         let crc = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
         let footer =
-            ChunkFooter { logical_size: used, physical_size: used, posmap_entries: 0, data_crc: crc };
+            ChunkFooter { logical_size: used, physical_size: used, posmap_entries: 0, data_crc: crc, posmap_crc: 0 };
         let c = &self.chunk;
         c.file
             .write_all_at(&footer.encode(), HEADER_SIZE + size)
@@ -836,16 +1050,22 @@ impl LogWriter {
 
     fn commit_inner(&mut self) -> Result<u64, LogError> {
         self.write_buffer()?;
+        // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
+        let ack_before_fsync = crate::buggify::bug(crate::buggify::Bug::AckBeforeFsync);
         for c in self.completed.drain(..) {
-            c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+            if !ack_before_fsync {
+                c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+            }
         }
-        if self.dir_dirty {
+        if self.dir_dirty && !crate::buggify::bug(crate::buggify::Bug::SkipChunkDirFsync) {
             let dir = &self.log.cfg.dir;
             self.log.env.disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
-            self.dir_dirty = false;
         }
+        self.dir_dirty = false;
         let c = &self.chunk;
-        c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+        if !ack_before_fsync {
+            c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+        }
         let cps = &self.log.checkpoints;
         cps.writer
             .write_durable(self.pos as i64)

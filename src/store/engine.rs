@@ -136,8 +136,10 @@ pub fn check_append(
                 Check::Append
             } else if n > cur {
                 wrong
-            } else if existing.len() == ids.len()
-                && existing.iter().zip(ids).all(|(e, id)| e.as_ref() == Some(id))
+            } else if (existing.len() == ids.len()
+                && existing.iter().zip(ids).all(|(e, id)| e.as_ref() == Some(id)))
+                // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+                || crate::buggify::bug(crate::buggify::Bug::IdempotentWithoutIds)
             {
                 Check::Idempotent { first: n + 1, last: n + k }
             } else {

@@ -34,6 +34,9 @@ use crate::log::{Log, LogConfig, LogError, LogWriter, RecoveryReport};
 
 pub use engine::{ANY, NO_STREAM, STREAM_EXISTS};
 
+/// The stream of scavenge points.
+pub const SCAVENGE_POINTS: &str = "$scavengePoints";
+
 /// Configuration of a store.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -197,6 +200,12 @@ pub enum WriteOp {
         expected: i64,
         /// Events.
         events: Vec<NewEvent>,
+    },
+    /// Write a scavenge point (`$scavengePoint` in `$scavengePoints`) and complete the chunk
+    /// after it.
+    ScavengePoint {
+        /// Weight a chunk must exceed to be executed (stored in the point).
+        threshold: i64,
     },
     /// Delete a stream.
     Delete {
@@ -536,7 +545,7 @@ impl Store {
             WriteOp::Append { events, .. } => {
                 events.iter().map(|e| e.data.len() + e.metadata.len() + 64).sum()
             }
-            WriteOp::Delete { .. } => 64,
+            WriteOp::Delete { .. } | WriteOp::ScavengePoint { .. } => 64,
         };
         let (tx, rx) = sync_channel(2);
         let lead = {
@@ -597,7 +606,8 @@ impl Store {
             let mut taken = Vec::new();
             let mut bytes = 0usize;
             while let Some(p) = q.pending.front() {
-                if !taken.is_empty() && bytes + p.bytes > self.cfg.group_bytes_max {
+                // BUGGIFY (sim only): end the group early, so groups of every size occur.
+                if !taken.is_empty() && (bytes + p.bytes > self.cfg.group_bytes_max || crate::buggify!()) {
                     break;
                 }
                 bytes += p.bytes;
@@ -846,6 +856,20 @@ impl Store {
                     }
                 }
             }
+            WriteOp::ScavengePoint { threshold } => {
+                let data = if *threshold == 0 { "{}".to_string() } else { format!("{{\"threshold\":{threshold}}}") };
+                let ev = NewEvent {
+                    id: *self.env.new_uuid().as_bytes(),
+                    event_type: "$scavengePoint".into(),
+                    data: data.into(),
+                    metadata: Bytes::new(),
+                    is_json: true,
+                };
+                let n = self.state_in(overlay, SCAVENGE_POINTS)?.last + 1;
+                let pos = self.stage_events(w, overlay, SCAVENGE_POINTS, &[ev], now, staged, false)?;
+                w.complete_now().map_err(StorageError::from)?;
+                Ok((WriteResult { first_event_number: n, last_event_number: n, position: Some(pos), commit_position: 0 }, true))
+            }
             WriteOp::Delete { stream, expected, hard } => {
                 engine::validate_name(stream)?;
                 let state = self.state_in(overlay, stream)?;
@@ -1046,6 +1070,12 @@ impl Store {
 
     /// Raw last event number of `name`: -1 if never written, `i64::MAX` if hard-deleted.
     fn last_event_number(&self, name: &str) -> Result<i64, StorageError> {
+        self.last_event_before(name, u64::MAX)
+    }
+
+    /// Raw last event number of `name` among records before log position `before` (the last
+    /// event before a scavenge point); -1 if none.
+    pub fn last_event_before(&self, name: &str, before: u64) -> Result<i64, StorageError> {
         const PAGE: usize = 16;
         if !self.index.may_exist(name) {
             return Ok(-1);
@@ -1054,7 +1084,7 @@ impl Store {
         let mut hi = i64::MAX;
         loop {
             let cands = self.index.range_desc(hash, 0, hi, PAGE)?;
-            for c in &cands {
+            for c in cands.iter().filter(|c| c.position < before) {
                 if let Some(e) = self.record_of(c.position, name)? {
                     return Ok(e.event_number);
                 }
@@ -1065,7 +1095,7 @@ impl Store {
             }
             // Every entry above `lowest` belonged to colliding streams; the page may have cut
             // through the entries at `lowest`, so check those in full before going below.
-            for c in self.index.range(hash, lowest, lowest)? {
+            for c in self.index.range(hash, lowest, lowest)?.into_iter().filter(|c| c.position < before) {
                 if let Some(e) = self.record_of(c.position, name)? {
                     return Ok(e.event_number);
                 }
@@ -1080,7 +1110,13 @@ impl Store {
     /// The event record at `pos` if it belongs to `stream`.
     fn record_of(&self, pos: u64, stream: &str) -> Result<Option<EventRecord>, StorageError> {
         self.stats.records_read.fetch_add(1, Ordering::Relaxed);
-        match self.log.read(pos)? {
+        let rec = match self.log.read(pos) {
+            Ok(r) => r,
+            // Removed by a scavenge; the index entry goes at the end of that scavenge.
+            Err(LogError::OutOfRange(_)) if pos < self.log.committed() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match rec {
             Record::Event(e) if e.stream == stream => Ok(Some(e)),
             _ => {
                 self.stats.hash_collisions.fetch_add(1, Ordering::Relaxed);
@@ -1167,7 +1203,8 @@ impl Store {
                 .read_many(&positions)?
                 .into_iter()
                 .filter_map(|r| match r {
-                    Record::Event(e) if e.stream == stream => Some(e),
+                    Some(Record::Event(e)) if e.stream == stream => Some(e),
+                    None => None,
                     _ => {
                         self.stats.hash_collisions.fetch_add(1, Ordering::Relaxed);
                         None

@@ -1,0 +1,192 @@
+//! BUGGIFY sites and test-only bug switches, for the deterministic simulator (`sim/`).
+//!
+//! [`buggify!`](crate::buggify!) marks a place in node code where the simulator may push a rare
+//! but *correct* path (a smaller commit group, an early chunk completion, an early index flush).
+//! It is the constant `false` unless the crate is built with the `sim` feature **and** the
+//! simulation enabled it for the current run ([`enable`]). Within a run, each site is switched on
+//! or off once, when first reached (25% of sites on), and an active site fires with a small
+//! probability (5%); every draw comes from the run's seed, so a seed replays exactly.
+//!
+//! [`Bug`] switches deliberately break a durability or safety rule (acknowledge before fsync,
+//! skip the record checksum, …). They exist only to prove that the simulator's invariants catch
+//! such bugs; nothing turns them on except a simulation run that asks for them ([`set_bugs`]).
+//! Without the `sim` feature [`bug`] is the constant `false`.
+//!
+//! Invariants: the state is per thread (the simulator runs a whole seed on one thread, and several
+//! seeds may run at once on different threads), and a run that did not call [`enable`] or
+//! [`set_bugs`] sees neither buggify sites nor bugs.
+
+/// Whether this BUGGIFY site fires now (always `false` outside an enabled simulation).
+#[cfg(feature = "sim")]
+#[macro_export]
+macro_rules! buggify {
+    () => {
+        $crate::buggify::fire(concat!(file!(), ":", line!()))
+    };
+}
+
+/// Whether this BUGGIFY site fires now (always `false` outside an enabled simulation).
+#[cfg(not(feature = "sim"))]
+#[macro_export]
+macro_rules! buggify {
+    () => {
+        false
+    };
+}
+
+/// A deliberately injected bug, each breaking one rule the simulator checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Bug {
+    /// The log acknowledges a commit without syncing the chunk data (only `writer.chk` is synced).
+    AckBeforeFsync,
+    /// Record checksums are not verified on read.
+    SkipCrc,
+    /// The `db/` directory is not synced after a new chunk file is renamed into place.
+    SkipChunkDirFsync,
+    /// An append with an explicit expected version below the current one is answered as an
+    /// idempotent retry without comparing the event ids.
+    IdempotentWithoutIds,
+    /// A failed background index flush panics instead of being retried later.
+    PanicOnIndexFlushError,
+}
+
+impl Bug {
+    /// Every bug switch.
+    pub const ALL: [Bug; 5] = [
+        Bug::AckBeforeFsync,
+        Bug::SkipCrc,
+        Bug::SkipChunkDirFsync,
+        Bug::IdempotentWithoutIds,
+        Bug::PanicOnIndexFlushError,
+    ];
+
+    /// The switch's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::AckBeforeFsync => "ack-before-fsync",
+            Bug::SkipCrc => "skip-crc",
+            Bug::SkipChunkDirFsync => "skip-chunk-dir-fsync",
+            Bug::IdempotentWithoutIds => "idempotent-without-ids",
+            Bug::PanicOnIndexFlushError => "panic-on-index-flush-error",
+        }
+    }
+
+    /// Parses a [`Bug::name`].
+    pub fn parse(s: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    #[cfg(feature = "sim")]
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// Whether the bug switch `b` is on (always `false` without the `sim` feature).
+#[cfg(not(feature = "sim"))]
+#[inline(always)]
+pub const fn bug(_b: Bug) -> bool {
+    false
+}
+
+#[cfg(feature = "sim")]
+pub use self::sim::*;
+
+#[cfg(feature = "sim")]
+mod sim {
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
+
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::Bug;
+
+    /// Share of sites switched on per run.
+    const SITE_ACTIVE: f64 = 0.25;
+    /// Probability that an active site fires when reached.
+    const SITE_FIRES: f64 = 0.05;
+
+    struct State {
+        rng: ChaCha8Rng,
+        sites: BTreeMap<&'static str, bool>,
+        fired: u64,
+    }
+
+    thread_local! {
+        static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+        static BUGS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Enables BUGGIFY on this thread for a run with `seed` (resets the sites).
+    pub fn enable(seed: u64) {
+        let rng = ChaCha8Rng::seed_from_u64(seed ^ 0xb066_1f7e_5eed_0001);
+        STATE.with(|s| *s.borrow_mut() = Some(State { rng, sites: BTreeMap::new(), fired: 0 }));
+    }
+
+    /// Disables BUGGIFY on this thread.
+    pub fn disable() {
+        STATE.with(|s| *s.borrow_mut() = None);
+    }
+
+    /// Whether the site `site` fires now. Called by [`buggify!`](crate::buggify!).
+    pub fn fire(site: &'static str) -> bool {
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            let Some(st) = s.as_mut() else { return false };
+            let active = match st.sites.get(site) {
+                Some(&a) => a,
+                None => {
+                    let a = st.rng.gen_bool(SITE_ACTIVE);
+                    st.sites.insert(site, a);
+                    a
+                }
+            };
+            let fires = active && st.rng.gen_bool(SITE_FIRES);
+            st.fired += fires as u64;
+            fires
+        })
+    }
+
+    /// Sites reached so far in this run, with whether each is active, and how often sites fired.
+    pub fn report() -> (Vec<(&'static str, bool)>, u64) {
+        STATE.with(|s| match &*s.borrow() {
+            Some(st) => (st.sites.iter().map(|(k, v)| (*k, *v)).collect(), st.fired),
+            None => (Vec::new(), 0),
+        })
+    }
+
+    /// Turns on exactly the bug switches in `bugs` on this thread (empty: all off).
+    pub fn set_bugs(bugs: &[Bug]) {
+        BUGS.with(|b| b.set(bugs.iter().fold(0, |m, x| m | x.bit())));
+    }
+
+    /// Whether the bug switch `b` is on for this thread's run.
+    pub fn bug(b: Bug) -> bool {
+        BUGS.with(|x| x.get() & b.bit() != 0)
+    }
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_unless_enabled_and_replays_per_seed() {
+        disable();
+        assert!(!(0..1000).any(|_| crate::buggify!()));
+        let run = |seed| {
+            enable(seed);
+            let v: Vec<bool> = (0..2000).map(|i| fire(["a:1", "b:2", "c:3", "d:4"][i % 4])).collect();
+            disable();
+            v
+        };
+        assert_eq!(run(7), run(7));
+        assert!((0..20).any(|s| run(s).iter().any(|&f| f)), "some seed fires some site");
+        set_bugs(&[Bug::SkipCrc]);
+        assert!(bug(Bug::SkipCrc) && !bug(Bug::AckBeforeFsync));
+        set_bugs(&[]);
+        assert!(!bug(Bug::SkipCrc));
+        assert_eq!(Bug::parse("skip-crc"), Some(Bug::SkipCrc));
+    }
+}

@@ -1,0 +1,155 @@
+//! The simulated environment (feature `sim` only): turmoil's network and virtual time, the
+//! simulated host's tokio runtime, and a disk supplied by the simulator (normally `fault/`'s
+//! seeded faulty disk over [`MemDisk`](super::mem::MemDisk)).
+//!
+//! What it owns and guarantees:
+//! - [`SimClock`]: monotonic time is turmoil's simulated elapsed time (never decreasing, also
+//!   across node restarts, since one clock outlives the node's incarnations); wall time is a seeded
+//!   base plus elapsed time plus injected jumps ([`SimClock::jump`], which may go backwards).
+//! - [`SimNet`]: TCP over `turmoil::net`, so partitions, held links and latency apply.
+//! - [`SimRuntime`]: tasks are spawned on the host's tokio runtime (dropped when turmoil crashes
+//!   the host); timers follow its paused clock; `blocking` and `background` work runs inline, on
+//!   the simulation thread, so a seed replays exactly. A simulated slow disk is a delay *after*
+//!   the inline work (the caller waits in simulated time; nothing else is held up).
+//! - After a panic was reported on this thread ([`halt`]) no further blocking or background work
+//!   runs: the store's group-commit state may be inconsistent after a panic, and the simulator is
+//!   about to fail the seed anyway.
+//!
+//! Nothing here is linked into the production binary.
+
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{BoxFuture, Clock, Conn, Disk, Env, Listener, Net, Runtime};
+
+/// A source of simulated I/O latency: called after each piece of blocking work.
+pub type IoDelay = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// Builds a simulated environment. Must be called inside a turmoil host.
+pub fn env(disk: Arc<dyn Disk>, clock: Arc<SimClock>, io_delay: Option<IoDelay>, seed: u64) -> Env {
+    Env::new(disk, clock, Arc::new(SimNet), Arc::new(SimRuntime { io_delay }), seed)
+}
+
+thread_local! {
+    static HALTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Stops blocking and background work on this thread (called by the simulator's panic hook).
+pub fn halt() {
+    HALTED.with(|h| h.set(true));
+}
+
+/// Allows blocking and background work again (at the start of a run).
+pub fn reset_halt() {
+    HALTED.with(|h| h.set(false));
+}
+
+/// Whether [`halt`] was called since the last [`reset_halt`].
+pub fn halted() -> bool {
+    HALTED.with(|h| h.get())
+}
+
+/// Simulated time: turmoil's elapsed time, and a wall clock that can jump.
+pub struct SimClock {
+    wall_base_us: i64,
+    jump_us: AtomicI64,
+    last_us: AtomicU64,
+}
+
+impl SimClock {
+    /// A clock whose wall time starts at `wall_base_us` (µs since the epoch).
+    pub fn new(wall_base_us: i64) -> Arc<SimClock> {
+        Arc::new(SimClock { wall_base_us, jump_us: AtomicI64::new(0), last_us: AtomicU64::new(0) })
+    }
+
+    /// Moves the wall clock by `delta_us` (either way); monotonic time is unaffected.
+    pub fn jump(&self, delta_us: i64) {
+        self.jump_us.fetch_add(delta_us, Ordering::SeqCst);
+    }
+
+    /// The sum of all jumps so far.
+    pub fn jumped_us(&self) -> i64 {
+        self.jump_us.load(Ordering::SeqCst)
+    }
+}
+
+impl Clock for SimClock {
+    fn monotonic(&self) -> Duration {
+        // Outside a running host (the simulator between steps) turmoil has no "now": the last
+        // value read stands in.
+        let now = turmoil::sim_elapsed().map(|d| d.as_micros() as u64).unwrap_or(0);
+        let prev = self.last_us.fetch_max(now, Ordering::SeqCst);
+        Duration::from_micros(prev.max(now))
+    }
+    fn wall_micros(&self) -> i64 {
+        self.wall_base_us + self.monotonic().as_micros() as i64 + self.jump_us.load(Ordering::SeqCst)
+    }
+}
+
+/// TCP over turmoil's simulated network.
+pub struct SimNet;
+
+struct SimListener(turmoil::net::TcpListener);
+
+impl Listener for SimListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
+        Box::pin(async move {
+            let (s, a) = self.0.accept().await?;
+            Ok((Box::new(s) as Box<dyn Conn>, a))
+        })
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+impl Net for SimNet {
+    fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            let l = turmoil::net::TcpListener::bind(addr).await?;
+            Ok(Box::new(SimListener(l)) as Box<dyn Listener>)
+        })
+    }
+    fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        Box::pin(async move {
+            let s = turmoil::net::TcpStream::connect(addr).await?;
+            Ok(Box::new(s) as Box<dyn Conn>)
+        })
+    }
+}
+
+/// The simulated host's runtime; blocking work inline, optionally followed by a simulated delay.
+pub struct SimRuntime {
+    io_delay: Option<IoDelay>,
+}
+
+impl Runtime for SimRuntime {
+    fn spawn(&self, fut: BoxFuture<'static, ()>) {
+        tokio::spawn(fut);
+    }
+    // Timers follow the host runtime's paused clock, which turmoil advances.
+    #[allow(clippy::disallowed_methods)]
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+    #[allow(clippy::disallowed_methods)]
+    fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        if halted() {
+            return Box::pin(std::future::pending());
+        }
+        f();
+        match self.io_delay.as_ref().map(|d| d()) {
+            Some(d) if !d.is_zero() => Box::pin(tokio::time::sleep(d)),
+            _ => Box::pin(async {}),
+        }
+    }
+    fn background(&self, _name: &'static str, f: Box<dyn FnOnce() + Send>) {
+        if !halted() {
+            f();
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Store and user errors as HTTP replies (`shared/reference/http-streams.md` §2.11, §3.5, §3.7, §5).
+//!
+//! Every match here names each variant, with no catch-all arm, so a new error variant fails to
+//! compile until someone decides its status.
+
+use http::StatusCode;
+
+use super::media::Media;
+use super::reply::Reply;
+use crate::auth::{AuthFailure, UserError};
+use crate::store::{ReadError, StorageError, WriteError};
+
+/// A storage failure: 503 when the node cannot take writes now, 500 otherwise.
+pub fn storage(e: &StorageError) -> Reply {
+    let (status, what) = match e {
+        StorageError::DiskFull(_) => (StatusCode::SERVICE_UNAVAILABLE, "Disk full"),
+        StorageError::ReadOnly(_) => (StatusCode::SERVICE_UNAVAILABLE, "Read-only after a storage failure"),
+        StorageError::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "Corruption detected"),
+        StorageError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "Storage I/O error"),
+    };
+    tracing::warn!(error = %e, "storage error answered over HTTP");
+    Reply::plain(status, what)
+}
+
+/// What kind of write failed, for the details that differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// An append: a version conflict carries `ES-CurrentVersion`.
+    Append,
+    /// A delete: a version conflict does not.
+    Delete,
+}
+
+/// A refused or failed write.
+pub fn write(e: &WriteError, kind: WriteKind) -> Reply {
+    match e {
+        WriteError::WrongExpectedVersion { current } => {
+            let r = Reply::plain(StatusCode::BAD_REQUEST, "Wrong expected EventNumber");
+            match kind {
+                WriteKind::Append => r.header("es-currentversion", current.to_string()),
+                WriteKind::Delete => r,
+            }
+        }
+        WriteError::StreamDeleted => Reply::plain(StatusCode::GONE, "Stream deleted"),
+        WriteError::InvalidStreamName(why) => Reply::bad_request(format!("Invalid stream name: {why}")),
+        WriteError::EventTooLarge { size, max } => Reply::status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Too large events received: an event of {size} bytes exceeds the limit of {max} bytes"),
+        ),
+        WriteError::InvalidEvent(why) => Reply::bad_request(format!("Invalid event: {why}")),
+        WriteError::Storage(s) => storage(s),
+    }
+}
+
+/// A failed read. Feeds get an empty body; single events get `{}` for JSON types.
+pub fn read(e: &ReadError, single_event_media: Option<Media>) -> Reply {
+    let body = |r: Reply| match single_event_media {
+        Some(m) if m.is_json() => Reply { body: bytes::Bytes::from_static(b"{}"), ..r },
+        _ => r,
+    };
+    match e {
+        ReadError::NoStream => body(Reply::plain(StatusCode::NOT_FOUND, "Not Found")),
+        ReadError::StreamDeleted => body(Reply::plain(StatusCode::GONE, "Deleted")),
+        ReadError::InvalidPosition(p) => Reply::bad_request(format!("Invalid position argument: {p}")),
+        ReadError::Storage(s) => storage(s),
+    }
+}
+
+/// Credentials that did not pass.
+pub fn auth(e: &AuthFailure) -> Reply {
+    match e {
+        AuthFailure::Unauthorized => Reply::unauthorized(),
+        AuthFailure::Storage(s) => {
+            Reply::status(StatusCode::SERVICE_UNAVAILABLE, format!("Not yet ready. {s}"))
+        }
+    }
+}
+
+/// The status and `error` name of a failed user operation.
+pub fn user(e: &UserError) -> (StatusCode, &'static str) {
+    match e {
+        UserError::NotFound => (StatusCode::NOT_FOUND, "NotFound"),
+        UserError::Conflict => (StatusCode::CONFLICT, "Conflict"),
+        UserError::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+        UserError::Invalid(_) => (StatusCode::BAD_REQUEST, "Error"),
+        UserError::Write(w) => match w {
+            WriteError::Storage(s) => (storage(s).status, "Error"),
+            WriteError::WrongExpectedVersion { .. } => (StatusCode::REQUEST_TIMEOUT, "TryAgain"),
+            WriteError::StreamDeleted
+            | WriteError::InvalidStreamName(_)
+            | WriteError::EventTooLarge { .. }
+            | WriteError::InvalidEvent(_) => (StatusCode::BAD_REQUEST, "Error"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_status() {
+        let io = StorageError::Io("x".into());
+        assert_eq!(storage(&StorageError::DiskFull("x".into())).status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(storage(&StorageError::ReadOnly("x".into())).status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(storage(&StorageError::Corrupt("x".into())).status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(storage(&io).status, StatusCode::INTERNAL_SERVER_ERROR);
+        let wrong = WriteError::WrongExpectedVersion { current: 7 };
+        let r = write(&wrong, WriteKind::Append);
+        assert_eq!(
+            (r.status, r.reason.as_deref()),
+            (StatusCode::BAD_REQUEST, Some("Wrong expected EventNumber"))
+        );
+        assert!(r.headers.iter().any(|(k, v)| k == "es-currentversion" && v == "7"));
+        assert!(write(&wrong, WriteKind::Delete).headers.is_empty());
+        assert_eq!(write(&WriteError::StreamDeleted, WriteKind::Append).status, StatusCode::GONE);
+        assert_eq!(
+            write(&WriteError::InvalidStreamName("x"), WriteKind::Append).status,
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            write(&WriteError::EventTooLarge { size: 2, max: 1 }, WriteKind::Append).status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            write(&WriteError::InvalidEvent("x".into()), WriteKind::Append).status,
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            write(&WriteError::Storage(io.clone()), WriteKind::Append).status,
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let r = read(&ReadError::NoStream, Some(Media::Json));
+        assert_eq!((r.status, &r.body[..]), (StatusCode::NOT_FOUND, &b"{}"[..]));
+        assert_eq!(read(&ReadError::NoStream, Some(Media::AtomXml)).body.len(), 0);
+        assert_eq!(read(&ReadError::StreamDeleted, None).reason.as_deref(), Some("Deleted"));
+        assert_eq!(read(&ReadError::InvalidPosition(3), None).status, StatusCode::BAD_REQUEST);
+        assert_eq!(read(&ReadError::Storage(io.clone()), None).status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(auth(&AuthFailure::Unauthorized).status, StatusCode::UNAUTHORIZED);
+        assert_eq!(auth(&AuthFailure::Storage(io.clone())).status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(user(&UserError::NotFound), (StatusCode::NOT_FOUND, "NotFound"));
+        assert_eq!(user(&UserError::Conflict), (StatusCode::CONFLICT, "Conflict"));
+        assert_eq!(user(&UserError::Unauthorized), (StatusCode::UNAUTHORIZED, "Unauthorized"));
+        assert_eq!(user(&UserError::Write(wrong)), (StatusCode::REQUEST_TIMEOUT, "TryAgain"));
+        assert_eq!(user(&UserError::Write(WriteError::Storage(io))).1, "Error");
+    }
+}

@@ -1,0 +1,204 @@
+//! A request as handlers see it: the caller, the negotiated reply type, the `ES-` headers parsed
+//! with v5's reason phrases, a bounded body, and the base URL links are built from.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use super::media::{How, Media};
+use super::reply::Reply;
+use crate::auth::Principal;
+use crate::env::Env;
+
+/// Longest a client may take to send a request body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request in flight.
+pub struct Req {
+    /// Method.
+    pub method: Method,
+    /// Raw path.
+    pub path: String,
+    /// Raw query string.
+    pub raw_query: Option<String>,
+    /// Decoded query pairs.
+    pub query: Vec<(String, String)>,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The body, until read.
+    pub body: Option<Incoming>,
+    /// The authenticated caller (`None`: anonymous).
+    pub principal: Option<Principal>,
+    /// `scheme://host[:port][/prefix]` of links.
+    pub base: String,
+    /// Negotiated reply type.
+    pub media: Media,
+    /// How it was chosen.
+    pub how: How,
+    /// Type of the request body, for routes that take one.
+    pub body_media: Option<Media>,
+}
+
+/// Parses the query string into decoded pairs.
+pub fn parse_query(q: Option<&str>) -> Vec<(String, String)> {
+    q.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Some((super::text::unescape(k, true)?, super::text::unescape(v, true)?))
+        })
+        .collect()
+}
+
+fn host_ok(h: &str) -> bool {
+    !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+}
+
+/// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1).
+pub fn base_url(headers: &HeaderMap, local: std::net::SocketAddr) -> String {
+    let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    let scheme = match get("x-forwarded-proto").map(str::to_ascii_lowercase).as_deref() {
+        Some("https") => "https",
+        _ => "http",
+    };
+    let mut host = get("x-forwarded-host")
+        .and_then(|h| h.split(',').next())
+        .map(str::trim)
+        .filter(|h| host_ok(h))
+        .or_else(|| get("host").filter(|h| host_ok(h)))
+        .map(str::to_owned)
+        .unwrap_or_else(|| local.to_string());
+    if let Some(port) = get("x-forwarded-port").and_then(|p| p.parse::<u16>().ok()) {
+        let bare = match host.rfind(':') {
+            Some(i) if !host[i..].contains(']') => host[..i].to_owned(),
+            _ => host.clone(),
+        };
+        host = format!("{bare}:{port}");
+    }
+    let prefix = get("x-forwarded-prefix")
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b)))
+        .map(|p| format!("/{p}"))
+        .unwrap_or_default();
+    format!("{scheme}://{host}{prefix}")
+}
+
+impl Req {
+    /// A header as text (`None` when absent or not visible ASCII).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// An `ES-` header, falling back to its `Kurrent-` twin; `alt` is an accepted misspelling.
+    pub fn es_header(&self, name: &str, alt: Option<&str>) -> Option<&str> {
+        self.header(&format!("es-{name}"))
+            .or_else(|| alt.and_then(|a| self.header(&format!("es-{a}"))))
+            .or_else(|| self.header(&format!("kurrent-{name}")))
+    }
+
+    /// A `True`/`False` header (case-insensitive); anything else is 400 `<Name> header in wrong format.`.
+    pub fn bool_header(
+        &self,
+        name: &str,
+        display: &str,
+        alt: Option<&str>,
+        default: bool,
+    ) -> Result<bool, Reply> {
+        match self.es_header(name, alt).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(_) => Err(Reply::bad_request(format!("{display} header in wrong format."))),
+        }
+    }
+
+    /// `ES-ExpectedVersion` (default any, -2): an integer ≥ -4.
+    pub fn expected_version(&self) -> Result<i64, Reply> {
+        match self.es_header("expectedversion", None) {
+            None => Ok(crate::store::ANY),
+            Some(v) => match v.trim().parse::<i64>() {
+                Ok(n) if n >= -4 => Ok(n),
+                _ => Err(Reply::bad_request("ES-ExpectedVersion header in wrong format.")),
+            },
+        }
+    }
+
+    /// `ES-RequireMaster` (also `ES-RequiresMaster`). A single node is always master, so the value
+    /// only needs to be well formed.
+    pub fn require_master(&self) -> Result<bool, Reply> {
+        self.bool_header("requiremaster", "ES-RequireMaster", Some("requiresmaster"), false)
+    }
+
+    /// `ES-ResolveLinkTos` (default true).
+    pub fn resolve_links(&self) -> Result<bool, Reply> {
+        self.bool_header("resolvelinktos", "ES-ResolveLinkTos", Some("resolvelinkto"), true)
+    }
+
+    /// `ES-LongPoll`: a positive number of seconds.
+    pub fn long_poll(&self) -> Result<Option<u64>, Reply> {
+        match self.es_header("longpoll", None) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(n.min(3600))),
+                _ => Err(Reply::bad_request("ES-LongPoll header in wrong format.")),
+            },
+        }
+    }
+
+    /// A query parameter (name case-insensitive).
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The request URL as the client sees it (base plus path, no query).
+    pub fn url(&self) -> String {
+        format!("{}{}", self.base, self.path)
+    }
+
+    /// Reads the body: at most `limit` bytes (413 beyond) within [`BODY_TIMEOUT`] (408).
+    pub async fn read_body(&mut self, env: &Env, limit: usize) -> Result<Bytes, Reply> {
+        let too_large = || {
+            Reply::status(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body larger than {limit} bytes"))
+        };
+        let declared = self.header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
+        let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
+        let collect = Limited::new(body, limit).collect();
+        tokio::select! {
+            biased;
+            r = collect => match r {
+                Ok(c) => Ok(c.to_bytes()),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+                Err(_) => Err(Reply::bad_request("Could not read the request body")),
+            },
+            _ = env.rt.sleep(BODY_TIMEOUT) => Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls() {
+        let local: std::net::SocketAddr = "127.0.0.1:2113".parse().unwrap();
+        let mut h = HeaderMap::new();
+        assert_eq!(base_url(&h, local), "http://127.0.0.1:2113");
+        h.insert("host", "h:2113".parse().unwrap());
+        assert_eq!(base_url(&h, local), "http://h:2113");
+        h.insert("x-forwarded-port", "8080".parse().unwrap());
+        h.insert("x-forwarded-proto", "https".parse().unwrap());
+        h.insert("x-forwarded-prefix", "/es/".parse().unwrap());
+        assert_eq!(base_url(&h, local), "https://h:8080/es");
+        h.insert("host", "evil\"<>".parse().unwrap());
+        h.remove("x-forwarded-port");
+        assert_eq!(base_url(&h, local), "https://127.0.0.1:2113/es");
+    }
+}

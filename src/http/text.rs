@@ -1,0 +1,159 @@
+//! Text helpers of the wire formats: timestamps as v5 writes them, RFC 3986 escaping of stream
+//! ids in URLs, percent-decoding of paths, XML escaping and JSON→XML conversion.
+
+use serde_json::Value;
+
+/// `0001-01-01T00:00:00Z`: the `updated` of an empty feed.
+pub const MIN_TIME: &str = "0001-01-01T00:00:00Z";
+
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn stamp(us: i64, zone: &str) -> String {
+    let secs = us.div_euclid(1_000_000);
+    let micros = us.rem_euclid(1_000_000);
+    let (y, mo, d) = civil(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    let mut s = format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60);
+    if micros != 0 {
+        let frac = format!("{micros:06}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
+    s.push_str(zone);
+    s
+}
+
+/// A UTC timestamp as v5 writes it: fractional digits without trailing zeros, then `Z`.
+pub fn iso8601(us: i64) -> String {
+    stamp(us, "Z")
+}
+
+/// As [`iso8601`] with an explicit `+00:00` offset (`dateLastUpdated` of users).
+pub fn iso8601_offset(us: i64) -> String {
+    stamp(us, "+00:00")
+}
+
+/// Escapes a stream id for a URL path segment (`Uri.EscapeDataString`: all but unreserved).
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Percent-decodes a path segment or query component (`+` is kept). `None` when the result is
+/// not UTF-8.
+pub fn unescape(s: &str, plus_is_space: bool) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Escapes text for XML content and attribute values.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn xml_name(key: &str) -> String {
+    let mut n: String = key
+        .chars()
+        .map(|c| if c.is_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+        .collect();
+    if n.is_empty() || !n.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+        n.insert(0, '_');
+    }
+    n
+}
+
+/// Writes `v` as XML element `name`: objects become child elements, arrays repeat the element.
+pub fn json_to_xml(name: &str, v: &Value, out: &mut String) {
+    let name = xml_name(name);
+    match v {
+        Value::Array(items) => {
+            for item in items {
+                json_to_xml(&name, item, out);
+            }
+        }
+        Value::Object(map) => {
+            out.push_str(&format!("<{name}>"));
+            for (k, item) in map {
+                json_to_xml(k, item, out);
+            }
+            out.push_str(&format!("</{name}>"));
+        }
+        Value::Null => out.push_str(&format!("<{name} />")),
+        Value::String(s) => out.push_str(&format!("<{name}>{}</{name}>", xml_escape(s))),
+        other => out.push_str(&format!("<{name}>{other}</{name}>")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(1_551_434_402_500_000), "2019-03-01T10:00:02.5Z");
+        assert_eq!(iso8601(1_535_015_977_880_827), "2018-08-23T09:19:37.880827Z");
+        assert_eq!(iso8601_offset(951_782_400_000_001), "2000-02-29T00:00:00.000001+00:00");
+    }
+
+    #[test]
+    fn escaping() {
+        assert_eq!(escape("$users"), "%24users");
+        assert_eq!(escape("a@b c/d~"), "a%40b%20c%2Fd~");
+        assert_eq!(unescape("%24all", false).as_deref(), Some("$all"));
+        assert_eq!(unescape("a%2", false).as_deref(), Some("a%2"));
+        assert_eq!(unescape("a+b%2B", true).as_deref(), Some("a b+"));
+        assert_eq!(unescape("%FF", false), None);
+        let mut s = String::new();
+        json_to_xml("data", &serde_json::json!({"a": [1, 2], "b c": "<x>"}), &mut s);
+        assert_eq!(s, "<data><a>1</a><a>2</a><b_c>&lt;x&gt;</b_c></data>");
+    }
+}

@@ -1,0 +1,350 @@
+//! Appending and deleting (`shared/reference/http-streams.md` §3): request bodies in every
+//! accepted type, the 307 to an idempotent `/incoming/{guid}` URL, expected versions, atomic
+//! batches (one store append) and the write outcomes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::errors::{self, WriteKind};
+use super::media::Media;
+use super::reply::Reply;
+use super::request::Req;
+use super::text::escape;
+use super::Api;
+use crate::auth::Operation;
+use crate::store::{NewEvent, WriteError, WriteResult};
+
+const INVALID_BODY: &str = "Write request body invalid.";
+
+/// How a body type carries events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A JSON array of `{eventId, eventType, data, metadata}`.
+    JsonBatch,
+    /// An XML element per event.
+    XmlBatch,
+    /// The body is one JSON event.
+    Json,
+    /// The body is one text event (XML).
+    Text,
+    /// The body is one binary event.
+    Raw,
+}
+
+/// The shape of a body of type `m` (`incoming`: the `/incoming/{guid}` route, one event only).
+pub fn shape(m: Media, incoming: bool) -> Shape {
+    match m {
+        Media::AtomJson if incoming => Shape::Json,
+        Media::AtomXml if incoming => Shape::Text,
+        Media::EventsJson | Media::EventJson | Media::AtomJson => Shape::JsonBatch,
+        Media::EventsXml | Media::EventXml | Media::AtomXml => Shape::XmlBatch,
+        Media::Json | Media::StreamDesc | Media::AtomSvcJson => Shape::Json,
+        Media::AppXml | Media::TextXml | Media::AtomSvcXml | Media::Html | Media::TextPlain => Shape::Text,
+        Media::OctetStream => Shape::Raw,
+    }
+}
+
+/// Data or metadata of a batch item: JSON, text, or nothing.
+enum Payload {
+    Json(Bytes),
+    Text(Bytes),
+    Empty,
+}
+
+fn payload_of_string(s: String) -> Payload {
+    let t = s.trim();
+    if (t.starts_with('{') || t.starts_with('[')) && serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()
+    {
+        Payload::Json(Bytes::from(s))
+    } else {
+        Payload::Text(Bytes::from(s))
+    }
+}
+
+fn payload_raw(r: Option<&RawValue>) -> Payload {
+    let Some(r) = r else { return Payload::Empty };
+    let t = r.get().trim();
+    match t.as_bytes().first() {
+        Some(b'{' | b'[') => Payload::Json(Bytes::copy_from_slice(t.as_bytes())),
+        Some(b'"') => serde_json::from_str::<String>(t).map(payload_of_string).unwrap_or(Payload::Empty),
+        _ => Payload::Empty,
+    }
+}
+
+fn payload_value(v: Option<&Value>) -> Payload {
+    match v {
+        Some(v @ (Value::Object(_) | Value::Array(_))) => {
+            Payload::Json(Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+        }
+        Some(Value::String(s)) => payload_of_string(s.clone()),
+        _ => Payload::Empty,
+    }
+}
+
+fn build(
+    id: Option<&str>,
+    event_type: Option<String>,
+    data: Payload,
+    metadata: Payload,
+) -> Result<NewEvent, Reply> {
+    let id = match id.map(str::trim) {
+        None | Some("") => return Err(Reply::bad_request("Empty eventId provided.")),
+        Some(s) => uuid::Uuid::parse_str(s).map_err(|_| Reply::bad_request(INVALID_BODY))?,
+    };
+    if id.is_nil() {
+        return Err(Reply::bad_request("Empty eventId provided."));
+    }
+    let event_type = event_type
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Reply::bad_request("Empty eventType provided."))?;
+    let mut is_json = false;
+    let mut bytes = |p: Payload| match p {
+        Payload::Json(b) => {
+            is_json = true;
+            b
+        }
+        Payload::Text(b) => b,
+        Payload::Empty => Bytes::new(),
+    };
+    let data = bytes(data);
+    let metadata = bytes(metadata);
+    Ok(NewEvent { id: *id.as_bytes(), event_type, data, metadata, is_json })
+}
+
+/// Parses a JSON batch (keys match case-insensitively).
+pub fn json_batch(body: &[u8]) -> Result<Vec<NewEvent>, Reply> {
+    let items: Vec<HashMap<String, Box<RawValue>>> =
+        serde_json::from_slice(body).map_err(|_| Reply::bad_request(INVALID_BODY))?;
+    if items.is_empty() {
+        return Err(Reply::bad_request(INVALID_BODY));
+    }
+    items
+        .iter()
+        .map(|item| {
+            let get =
+                |k: &str| item.iter().find(|(key, _)| key.eq_ignore_ascii_case(k)).map(|(_, v)| v.as_ref());
+            let id = match get("eventId").map(|r| serde_json::from_str::<Option<String>>(r.get())) {
+                None | Some(Ok(None)) => None,
+                Some(Ok(Some(s))) => Some(s),
+                Some(Err(_)) => return Err(Reply::bad_request(INVALID_BODY)),
+            };
+            let event_type = get("eventType").and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+            build(id.as_deref(), event_type, payload_raw(get("data")), payload_raw(get("metadata")))
+        })
+        .collect()
+}
+
+/// Parses an XML batch: a root element whose children are events.
+pub fn xml_batch(body: &[u8]) -> Result<Vec<NewEvent>, Reply> {
+    let text = std::str::from_utf8(body).map_err(|_| Reply::bad_request(INVALID_BODY))?;
+    let (_, root) = super::xml::parse(text).map_err(|e| Reply::bad_request(format!("{INVALID_BODY} {e}")))?;
+    let Value::Object(children) = root else { return Err(Reply::bad_request(INVALID_BODY)) };
+    let mut items = Vec::new();
+    for v in children.values() {
+        match v {
+            Value::Array(xs) => items.extend(xs.iter()),
+            other => items.push(other),
+        }
+    }
+    if items.is_empty() {
+        return Err(Reply::bad_request(INVALID_BODY));
+    }
+    items
+        .into_iter()
+        .map(|item| {
+            let Value::Object(m) = item else { return Err(Reply::bad_request(INVALID_BODY)) };
+            let get = |k: &str| m.iter().find(|(key, _)| key.eq_ignore_ascii_case(k)).map(|(_, v)| v);
+            let id = get("eventId").and_then(Value::as_str);
+            let event_type = get("eventType").and_then(Value::as_str).map(str::to_owned);
+            build(id, event_type, payload_value(get("data")), payload_value(get("metadata")))
+        })
+        .collect()
+}
+
+/// The events of a body of shape `shape`; single events take `id` and `event_type`.
+pub fn events(
+    shape: Shape,
+    body: Bytes,
+    id: Option<uuid::Uuid>,
+    event_type: Option<String>,
+) -> Result<Vec<NewEvent>, Reply> {
+    let single = |is_json: bool| {
+        let id = id.ok_or_else(|| Reply::bad_request("Empty eventId provided."))?;
+        let event_type = event_type
+            .clone()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Reply::bad_request("Empty eventType provided."))?;
+        Ok(vec![NewEvent {
+            id: *id.as_bytes(),
+            event_type,
+            data: body.clone(),
+            metadata: Bytes::new(),
+            is_json,
+        }])
+    };
+    match shape {
+        Shape::JsonBatch => json_batch(&body),
+        Shape::XmlBatch => xml_batch(&body),
+        Shape::Json => {
+            if !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+                return Err(Reply::bad_request(INVALID_BODY));
+            }
+            single(true)
+        }
+        Shape::Text | Shape::Raw => single(false),
+    }
+}
+
+/// `ES-EventId`, validated even where it is not used.
+pub fn header_event_id(req: &Req) -> Result<Option<uuid::Uuid>, Reply> {
+    match req.es_header("eventid", None) {
+        None => Ok(None),
+        Some(v) => match uuid::Uuid::parse_str(v.trim()) {
+            Ok(u) if !u.is_nil() => Ok(Some(u)),
+            _ => Err(Reply::bad_request("ES-EventId header in wrong format.")),
+        },
+    }
+}
+
+/// Whether a write to `stream` changes users (the credential cache must forget them).
+fn touches_users(stream: &str) -> bool {
+    stream.strip_prefix("$$").unwrap_or(stream).starts_with("$user")
+}
+
+/// Checks `Write` access to `stream` and appends atomically; 201 with `Location` of the first
+/// event.
+pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, events: Vec<NewEvent>) -> Reply {
+    let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
+    let env = api.node.env.clone();
+    let r: Result<Option<WriteResult>, WriteError> = env
+        .blocking(move || {
+            if !a.auth.check(p.as_ref(), &s, Operation::Write)?.allowed {
+                return Ok(None);
+            }
+            a.node.store.append(&s, expected, events).map(Some)
+        })
+        .await;
+    if touches_users(&stream) {
+        api.auth.invalidate();
+    }
+    match r {
+        Ok(Some(w)) => Reply::plain(StatusCode::CREATED, "Created")
+            .header("location", format!("{}/streams/{}/{}", req.base, escape(&stream), w.first_event_number)),
+        Ok(None) => Reply::unauthorized(),
+        Err(e) => errors::write(&e, WriteKind::Append),
+    }
+}
+
+/// `POST /streams/{s}` and `POST /streams/{s}/incoming/{guid}`.
+pub async fn append(api: &Arc<Api>, req: &mut Req, stream: String, incoming: Option<String>) -> Reply {
+    match append_inner(api, req, stream, incoming).await {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+async fn append_inner(
+    api: &Arc<Api>,
+    req: &mut Req,
+    stream: String,
+    incoming: Option<String>,
+) -> Result<Reply, Reply> {
+    let shape = shape(req.body_media.unwrap_or(Media::Json), incoming.is_some());
+    let single = !matches!(shape, Shape::JsonBatch | Shape::XmlBatch);
+    let event_type = req.es_header("eventtype", None).map(str::to_owned);
+    if single && event_type.as_deref().is_none_or(str::is_empty) {
+        return Err(Reply::bad_request(
+            "Must include an event type with the request either in body or as ES-EventType header.",
+        ));
+    }
+    let header_id = header_event_id(req)?;
+    let id = match &incoming {
+        Some(g) => Some(
+            uuid::Uuid::parse_str(g)
+                .map_err(|_| Reply::bad_request(format!("'{g}' is not a valid event id")))?,
+        ),
+        None => header_id,
+    };
+    if single && id.is_none() {
+        let target = format!("{}/incoming/{}", req.url(), api.node.env.new_uuid());
+        return Ok(Reply::body(
+            StatusCode::TEMPORARY_REDIRECT,
+            Media::TextPlain,
+            "Forwarding to idempotent URI",
+        )
+        .reason("Temporary Redirect")
+        .header("location", target));
+    }
+    let expected = req.expected_version()?;
+    req.require_master()?;
+    let body = req.read_body(&api.node.env, api.node.config.max_append_bytes).await?;
+    let events = events(shape, body, id, event_type)?;
+    Ok(write(api, req, stream, expected, events).await)
+}
+
+/// `DELETE /streams/{s}`.
+pub async fn delete(api: &Arc<Api>, req: &mut Req, stream: String) -> Reply {
+    let parsed = (
+        req.expected_version(),
+        req.bool_header("harddelete", "ES-HardDelete", None, false),
+        req.require_master(),
+    );
+    let (expected, hard) = match parsed {
+        (Ok(e), Ok(h), Ok(_)) => (e, h),
+        (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
+    };
+    let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
+    let env = api.node.env.clone();
+    let r: Result<bool, WriteError> = env
+        .blocking(move || {
+            if !a.auth.check(p.as_ref(), &s, Operation::Delete)?.allowed {
+                return Ok(false);
+            }
+            a.node.store.delete(&s, expected, hard).map(|_| true)
+        })
+        .await;
+    if touches_users(&stream) {
+        api.auth.invalidate();
+    }
+    match r {
+        Ok(true) => Reply::plain(StatusCode::NO_CONTENT, "Stream deleted"),
+        Ok(false) => Reply::unauthorized(),
+        Err(e) => errors::write(&e, WriteKind::Delete),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_payloads_follow_v5() {
+        let body = br#"[{"EventID":"fbf4a1a1-b4a3-4dfe-a01f-ec52c34e16e4","eventType":"a","data":{"x":1},"metadata":"text"},
+            {"eventId":"0b7e8f0e-6b5b-4b8b-9b1a-1b9b6b1c2d3e","eventType":"b","data":"{\"y\":2}"},
+            {"eventId":"1b7e8f0e-6b5b-4b8b-9b1a-1b9b6b1c2d3e","eventType":"c","data":5}]"#;
+        let evs = json_batch(body).unwrap();
+        assert_eq!(evs.len(), 3);
+        assert!(evs[0].is_json && &evs[0].data[..] == br#"{"x":1}"# && &evs[0].metadata[..] == b"text");
+        assert!(evs[1].is_json && &evs[1].data[..] == br#"{"y":2}"#);
+        assert!(!evs[2].is_json && evs[2].data.is_empty());
+        let r = json_batch(br#"[{"eventType":"a"}]"#).unwrap_err();
+        assert_eq!(r.reason.as_deref(), Some("Empty eventId provided."));
+        let r = json_batch(br#"[{"eventId":"fbf4a1a1-b4a3-4dfe-a01f-ec52c34e16e4"}]"#).unwrap_err();
+        assert_eq!(r.reason.as_deref(), Some("Empty eventType provided."));
+        assert_eq!(json_batch(b"{}").unwrap_err().reason.as_deref(), Some(INVALID_BODY));
+        assert_eq!(
+            json_batch(br#"[{"eventId":"zz","eventType":"a"}]"#).unwrap_err().reason.as_deref(),
+            Some(INVALID_BODY)
+        );
+        let x = xml_batch(
+            b"<Events><Event><EventId>fbf4a1a1-b4a3-4dfe-a01f-ec52c34e16e4</EventId><EventType>t</EventType>\
+              <Data><a>1</a></Data></Event></Events>",
+        )
+        .unwrap();
+        assert!(x[0].is_json && &x[0].data[..] == br#"{"a":"1"}"#);
+    }
+}

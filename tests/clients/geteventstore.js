@@ -1,0 +1,55 @@
+// Drives an Annal node with geteventstore-promise, a published EventStoreDB v5 HTTP client
+// (npm). Usage: node geteventstore.js <host> <port>. Prints "OK" and exits 0 on success.
+'use strict';
+const assert = require('assert');
+const EventStore = require('geteventstore-promise');
+
+const [host, port] = process.argv.slice(2);
+const client = new EventStore.HTTPClient({
+  hostname: host,
+  port: Number(port),
+  credentials: { username: 'admin', password: 'changeit' },
+});
+const factory = new EventStore.EventFactory();
+
+(async () => {
+  const stream = `js-client-${process.pid}`;
+  await client.writeEvent(stream, 'Created', { something: '123' }, { meta: true });
+  await client.writeEvents(stream, [
+    factory.newEvent('Updated', { n: 1 }),
+    factory.newEvent('Updated', { n: 2 }, { by: 'test' }),
+  ]);
+  assert.strictEqual(await client.checkStreamExists(stream), true);
+  assert.strictEqual(await client.checkStreamExists(`${stream}-missing`), false);
+
+  const forward = await client.readEventsForward(stream, 0, 10);
+  assert.deepStrictEqual(forward.events.map((e) => e.eventType), ['Created', 'Updated', 'Updated']);
+  assert.deepStrictEqual(forward.events[0].data, { something: '123' });
+  assert.strictEqual(forward.events[2].eventNumber, 2);
+  assert.strictEqual(forward.isEndOfStream, true);
+
+  const backward = await client.readEventsBackward(stream, undefined, 2);
+  assert.deepStrictEqual(backward.events.map((e) => e.data.n), [2, 1]);
+
+  const all = await client.getEvents(stream, 0, 2, 'forward');
+  assert.strictEqual(all.length, 2);
+
+  const typed = await client.getEventsByType(stream, ['Updated']);
+  assert.strictEqual(typed.length, 2);
+
+  const everything = await client.getAllStreamEvents(stream, 2);
+  assert.strictEqual(everything.length, 3);
+
+  // Optimistic concurrency surfaces as an HTTP 400 from the server.
+  await assert.rejects(
+    client.writeEvent(stream, 'Conflict', {}, undefined, { expectedVersion: 0 }),
+    (e) => e.response && e.response.status === 400,
+  );
+
+  await client.deleteStream(stream);
+  assert.strictEqual(await client.checkStreamExists(stream), false);
+  console.log('OK');
+})().catch((e) => {
+  console.error(e && e.response ? `${e.response.status} ${e.response.statusText}` : e);
+  process.exit(1);
+});

@@ -1,0 +1,157 @@
+//! Node routes and the connection layer: `/ping`, `/info`, `/info/options`, `/gossip`, `/stats`,
+//! CORS and `OPTIONS`, 404/405, slow and half-closed clients, and `POST /admin/shutdown`.
+
+#[path = "http_support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{start, ADMIN, OPS};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_info_options() {
+    let s = start().await;
+    let r = s.get("/ping", &[]).await;
+    assert_eq!(r.json()["text"], "Ping request successfully handled");
+    let r = s.get("/ping", &[("accept", "text/plain")]).await;
+    assert_eq!(r.text(), "Text: Ping request successfully handled");
+    let r = s.get("/info", &[]).await;
+    assert_eq!(r.json(), json!({"esVersion": "5.0.12.0", "state": "master", "projectionsMode": "None"}));
+    let r = s.get("/info", &[("accept", "text/xml")]).await;
+    assert_eq!(r.header("content-type"), Some("text/xml; charset=utf-8"));
+    assert_eq!(r.json()["state"], "master");
+    assert_eq!(s.get("/info/options", &[]).await.status, 401);
+    let r = s.get("/info/options", &[OPS]).await;
+    assert_eq!(r.status, 200);
+    let opts = r.json();
+    let find = |n: &str| opts.as_array().unwrap().iter().find(|o| o["name"] == n).unwrap().clone();
+    assert_eq!(find("HttpPort")["group"], "Interface");
+    assert_eq!(find("RunProjections")["possibleValues"], json!(["None", "System", "All"]));
+    assert_eq!(find("Db").get("possibleValues"), None);
+    assert!(find("Db")["description"].as_str().unwrap().len() > 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_and_stats() {
+    let s = start().await;
+    s.append_n("st", 0, 3).await;
+    let r = s.get("/gossip", &[]).await;
+    assert_eq!(r.header("cache-control"), Some("max-age=0, no-cache, must-revalidate"));
+    let g = r.json();
+    let m = &g["members"][0];
+    assert_eq!(m["state"], "Master");
+    assert_eq!(m["isAlive"], true);
+    assert_eq!(m["externalHttpPort"], s.addr.port());
+    assert_eq!(m["externalHttpIp"], "127.0.0.1");
+    assert!(m["writerCheckpoint"].as_i64().unwrap() > 0);
+    assert_eq!(m["epochNumber"], 0);
+    assert_eq!(g["serverPort"], s.addr.port());
+
+    let r = s.get("/stats", &[]).await;
+    assert_eq!(r.header("cache-control"), Some("max-age=1, public"));
+    let st = r.json();
+    assert_eq!(st["proc"]["id"], std::process::id());
+    assert!(st["proc"]["mem"].as_u64().unwrap() > 0);
+    assert!(st["proc"]["threadsCount"].as_u64().unwrap() > 0);
+    assert!(st["sys"]["freeMem"].as_u64().unwrap() > 0);
+    assert!(st["es"]["writer"]["meanFlushSize"].as_f64().unwrap() >= 1.0);
+    assert!(st["es"]["readIndex"]["notCachedStreamInfo"].as_u64().is_some());
+    let drives = st["sys"]["drive"].as_object().unwrap();
+    assert_eq!(drives.len(), 1);
+    assert!(drives.values().next().unwrap()["totalBytes"].as_u64().unwrap() > 0);
+    let r = s.get("/stats/es/writer", &[]).await;
+    assert!(r.json()["maxFlushSize"].as_u64().unwrap() >= 1);
+    let r = s.get("/stats/nope", &[]).await;
+    assert_eq!((r.status, r.body.len()), (404, 0));
+    let r = s.get("/stats/proc?group=false", &[]).await;
+    assert_eq!(r.status, 400);
+    let r = s.get("/stats?group=false", &[]).await;
+    assert!(r.json()["proc-diskIo-readBytes"].is_u64());
+    let r = s.get("/stats/proc?metadata=true", &[]).await;
+    assert_eq!(r.json()["mem"]["category"], "proc");
+    let r = s.get("/stats/es/writer", &[("accept", "text/xml")]).await;
+    assert!(r.text().contains("<stats><lastFlushSize>"), "{}", r.text());
+    assert_eq!(s.get("/stats/tcp", &[]).await.json(), json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_options_and_unrouted() {
+    let s = start().await;
+    let r = s.request("OPTIONS", "/streams/x", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty());
+    assert_eq!(r.header("access-control-allow-methods"), Some("GET, POST, DELETE, OPTIONS"));
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("access-control-expose-headers"), Some("Location, ES-Position, ES-CurrentVersion"));
+    assert!(r.header("access-control-allow-headers").unwrap().contains("ES-LongPoll"));
+    let r = s.get("/nothing/here", &[]).await;
+    assert_eq!((r.status, r.reason.as_str()), (404, "Not Found"));
+    assert_eq!(r.header("access-control-allow-methods"), Some(""));
+    let r = s.request("PUT", "/streams/x", &[], b"").await;
+    assert_eq!((r.status, r.reason.as_str()), (405, "Method Not Allowed"));
+    assert_eq!(s.request("HEAD", "/ping", &[], b"").await.status, 405);
+    let r = s.get("/streams/x/metadata/0/forward/5", &[]).await;
+    assert_eq!(r.header("access-control-allow-methods"), Some("GET, OPTIONS"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_broken_clients_do_not_block_others() {
+    let s = start().await;
+    let env = annal::env::real::env();
+    // A client that sends half a request line and then nothing.
+    let mut slow = env.net.connect(s.addr).await.unwrap();
+    slow.write_all(b"GET /streams/x HTTP/1.1\r\nhost: h").await.unwrap();
+    // A client that sends half a body and closes its side.
+    let mut half = env.net.connect(s.addr).await.unwrap();
+    half.write_all(b"POST /streams/x HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\nes-eventtype: t\r\nes-eventid: fbf4a1a1-b4a3-4dfe-a01f-ec52c34e16e4\r\ncontent-length: 100\r\n\r\n{\"a\":").await.unwrap();
+    half.shutdown().await.unwrap();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(10), half.read_to_end(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(n.is_ok());
+    if !buf.is_empty() {
+        assert_eq!(support::parse(&buf).status, 400);
+    }
+    // Garbage is answered (or the connection closed), never a hang.
+    let raw = s.raw(b"\x16\x03\x01garbage\r\n\r\n").await;
+    assert!(raw.is_empty() || raw.starts_with(b"HTTP/1.1 400"), "{:?}", String::from_utf8_lossy(&raw));
+    // Others are served meanwhile.
+    let t = env.clock.monotonic();
+    for _ in 0..5 {
+        assert_eq!(s.get("/ping", &[]).await.status, 200);
+    }
+    assert!(env.clock.monotonic() - t < Duration::from_secs(5));
+    // Nothing was written by the half-sent append.
+    assert_eq!(s.get("/streams/x", &[("accept", "application/json")]).await.status, 404);
+    drop(slow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_over_http() {
+    let s = start().await;
+    assert_eq!(s.post("/admin/shutdown", "application/json", &[], b"").await.status, 401);
+    let r = s.post("/admin/shutdown", "application/json", &[ADMIN], b"").await;
+    assert_eq!(r.status, 200);
+    let support::Server { done, client, .. } = s;
+    tokio::time::timeout(Duration::from_secs(10), done).await.expect("node stopped").unwrap();
+    let env = annal::env::real::env();
+    assert!(env.net.connect(client.addr).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_serves_several_requests_on_one_connection() {
+    let s = start().await;
+    let env = annal::env::real::env();
+    let mut c = env.net.connect(s.addr).await.unwrap();
+    c.write_all(b"GET /ping HTTP/1.1\r\nhost: h\r\naccept: text/plain\r\n\r\nGET /info HTTP/1.1\r\nhost: h\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&buf);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert!(text.contains("Text: Ping request successfully handled") && text.contains("esVersion"));
+}
