@@ -171,3 +171,79 @@ fn invalid_parameters_are_refused() {
     assert!(Scavenger::validate(&StartOptions { threads: 4, ..StartOptions::default() }).is_ok());
     assert!(Scavenger::validate(&StartOptions { throttle_percent: 50, ..StartOptions::default() }).is_ok());
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Append(usize, u8),
+        Meta(usize, usize),
+        Delete(usize, bool),
+        Tick(u64),
+        Scavenge(i64),
+        Crash,
+    }
+
+    const METAS: [&str; 5] = [r#"{"$maxCount":2}"#, r#"{"$tb":3}"#, r#"{"$maxAge":20}"#, r#"{}"#, r#"{"$maxCount":1,"$maxAge":5}"#];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (0usize..6, 1u8..4).prop_map(|(s, n)| Op::Append(s, n)),
+            2 => (0usize..6, 0usize..METAS.len()).prop_map(|(s, m)| Op::Meta(s, m)),
+            1 => (0usize..6, any::<bool>()).prop_map(|(s, h)| Op::Delete(s, h)),
+            1 => (1u64..30).prop_map(Op::Tick),
+            2 => prop_oneof![Just(-1i64), Just(0), Just(3)].prop_map(Op::Scavenge),
+            1 => Just(Op::Crash),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 150, failure_persistence: None, ..Default::default() })]
+        #[test]
+        fn scavenges_and_crashes_never_change_what_readers_see(ops in proptest::collection::vec(op(), 1..70)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let r = rig();
+                let mut c = cfg();
+                c.chunk_size = 4096;
+                c.memtable_max = 16;
+                let mut s = Store::open(&r.env, c.clone()).unwrap();
+                let mut sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+                let mut i = 0u32;
+                for op in ops {
+                    let now = r.env.clock.wall_micros();
+                    match op {
+                        Op::Append(k, n) => {
+                            let evs = (0..n).map(|_| { i += 1; ev(i) }).collect();
+                            let _ = s.append(STREAMS[k], ANY, evs);
+                        }
+                        Op::Meta(k, m) => {
+                            i += 1;
+                            let _ = s.set_metadata(STREAMS[k], ANY, ev(i).id, METAS[m].as_bytes().to_vec().into());
+                        }
+                        Op::Delete(k, hard) => {
+                            let _ = s.delete(STREAMS[k], ANY, hard);
+                        }
+                        Op::Tick(secs) => r.clock.advance(Duration::from_secs(secs)),
+                        Op::Scavenge(threshold) => {
+                            let before = visible(&s, now);
+                            sc.start(StartOptions { threshold, ..StartOptions::default() }).await.unwrap();
+                            sc.wait().await;
+                            assert_eq!(visible(&s, now), before, "scavenge changed a read");
+                        }
+                        Op::Crash => {
+                            let before = visible(&s, now);
+                            drop((sc, s));
+                            r.mem.crash();
+                            s = Store::open(&r.env, c.clone()).unwrap();
+                            sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+                            assert_eq!(visible(&s, now), before, "a crash changed a read");
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
