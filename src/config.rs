@@ -599,6 +599,18 @@ impl Config {
         s
     }
 
+    /// The scavenger's settings.
+    pub fn scavenge_config(&self, node_endpoint: String) -> crate::scavenge::ScavengeConfig {
+        let get = |n: &str| self.values.get(n).map(|(v, _)| v.clone()).unwrap_or_default();
+        crate::scavenge::ScavengeConfig {
+            merge: get("DisableScavengeMerging") != "true",
+            history_max_age_days: get("ScavengeHistoryMaxAge").parse().unwrap_or(30),
+            page_size: get("ScavengeBackendPageSize").parse::<usize>().unwrap_or(16).max(1) * 1024,
+            hash_users_capacity: get("ScavengeHashUsersCacheCapacity").parse().unwrap_or(100_000),
+            node_endpoint,
+        }
+    }
+
     /// `--help` text.
     pub fn help_text() -> String {
         let mut out = String::from(

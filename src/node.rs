@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::env::Env;
+use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 
 /// Start-up failures.
@@ -14,6 +15,9 @@ pub enum NodeError {
     /// The database could not be opened.
     #[error("cannot open the database: {0}")]
     Storage(#[from] StorageError),
+    /// The scavenge database could not be opened.
+    #[error("cannot open the scavenge database: {0}")]
+    Scavenge(#[from] ScavengeError),
     /// The HTTP listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -33,6 +37,8 @@ pub struct Node {
     pub store: Arc<Store>,
     /// The configuration.
     pub config: Arc<Config>,
+    /// The scavenger.
+    pub scavenger: Arc<Scavenger>,
     /// When the node started (µs since the epoch).
     pub started_wall_us: i64,
     /// This node's instance id.
@@ -47,8 +53,11 @@ impl Node {
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
             tracing::warn!(report = ?store.recovery, "recovery changed the log");
         }
+        let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
+        let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
+            scavenger,
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -70,6 +79,10 @@ impl Node {
         let node = self.clone();
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
+            // A running scavenge stops at its next checkpoint and resumes on the next start.
+            if node.scavenger.current().is_some() {
+                let _ = node.scavenger.stop("current").await;
+            }
             let store = node.store.clone();
             node.env.blocking(move || store.close()).await
         }))

@@ -229,6 +229,16 @@ async fn single_events_in_every_type() {
     let r = s.get("/streams/one/0", &[("accept", "text/html")]).await;
     assert!(r.text().starts_with("<!DOCTYPE html>"));
 
+    let r = s
+        .post(
+            "/streams/one",
+            "text/xml",
+            &[("es-eventtype", "Événement"), ("es-eventid", &new_id())],
+            "<é/>".as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(s.get("/streams/%C3%A9t%C3%A9", &[ATOM]).await.status, 404);
     let r = s.get("/streams/one/7", &[ATOM]).await;
     assert_eq!((r.status, r.reason.as_str(), r.text().as_str()), (404, "Not Found", "{}"));
     let r = s.get("/streams/one/7", &[("accept", "application/atom+xml")]).await;

@@ -1,9 +1,14 @@
 //! Fault injection over Annal's [`Env`](annal::env::Env) seam.
 //!
-//! [`FaultyDisk`] wraps any [`Disk`] and fails or corrupts operations according to a shared,
-//! mutable [`DiskFaults`] plan: `EIO` on a chosen sync or write, `ENOSPC` once a byte budget is
-//! spent, bit flips on read. Tests flip the knobs directly; the simulator (`sim/`) derives them
-//! from a seed. Every injected fault is counted, so a test can assert that it actually happened.
+//! Three parts:
+//! - [`FaultyDisk`] wraps any [`Disk`] and fails or corrupts operations according to a shared,
+//!   mutable [`DiskFaults`] set of knobs: `EIO` on a chosen sync or write, `ENOSPC` once a byte
+//!   budget is spent, bit flips on read. Tests flip the knobs directly. Every injected fault is
+//!   counted, so a test can assert that it actually happened.
+//! - [`seeded`]: [`SeededDisk`], the simulator's disk wrapper, draws its faults (EIO, bit flips,
+//!   lost and misdirected writes, latent sector errors, ENOSPC) from a seeded stream.
+//! - [`plan`]: [`FaultPlan`], derived from a seed: which fault kinds a run has (swarm testing),
+//!   their rates and a timed schedule (crashes, torn writes, partitions, clock jumps, …).
 
 use std::io;
 use std::path::Path;
@@ -11,6 +16,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use annal::env::{Disk, File, OpenMode};
+
+pub mod plan;
+pub mod seeded;
+
+pub use plan::{FaultEvent, FaultKind, FaultPlan};
+pub use seeded::{DiskRates, SeededDisk, SeededFaults};
 
 /// The knobs of a [`FaultyDisk`]. All counters are shared, so a test can change them while the
 /// node runs.

@@ -215,6 +215,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn verdicts_are_cached_until_users_change() {
+        let (env, _disk, clock) = crate::env::mem::env(7);
+        let mut cfg = crate::store::StoreConfig::new("/db");
+        cfg.chunk_size = 1 << 20;
+        cfg.existence_filter_bytes = 4096;
+        let store = Store::open(&env, cfg).unwrap();
+        let auth = Auth::new(env, store, 4);
+        auth.ensure_default_users().unwrap();
+        let admin = "Basic YWRtaW46Y2hhbmdlaXQ=";
+        assert_eq!(auth.cached(admin), None);
+        let p = auth.authenticate(admin).unwrap();
+        assert!(p.is_admin() && p.is_ops());
+        assert_eq!(auth.cached(admin), Some(Ok(p)));
+        assert_eq!(auth.authenticate("Basic YWRtaW46eA=="), Err(AuthFailure::Unauthorized));
+        assert_eq!(auth.cached("Basic YWRtaW46eA=="), Some(Err(AuthFailure::Unauthorized)));
+        // Any user change forgets every verdict; the cache also expires on its own.
+        auth.set_disabled("ops", true).unwrap();
+        assert_eq!(auth.cached(admin), None);
+        assert_eq!(auth.authenticate("Basic b3BzOmNoYW5nZWl0"), Err(AuthFailure::Unauthorized));
+        auth.authenticate(admin).unwrap();
+        clock.advance(CREDENTIAL_TTL);
+        assert_eq!(auth.cached(admin), None);
+        // The defaults are not created twice.
+        auth.ensure_default_users().unwrap();
+        assert_eq!(auth.users().unwrap().len(), 2);
+    }
+
+    #[test]
     fn basic_header_parsing() {
         assert_eq!(parse_basic("Basic YWRtaW46Y2hhbmdlaXQ="), Some(("admin".into(), "changeit".into())));
         assert_eq!(parse_basic("basic YTpiOmM="), Some(("a".into(), "b:c".into())));

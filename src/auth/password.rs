@@ -38,4 +38,3 @@ mod tests {
         assert!(!verify("password", b"salt", 1, &h[..31]));
     }
 }
-

@@ -1,7 +1,7 @@
 //! The HTTP API, wire-compatible with EventStoreDB v5 HTTP clients
 //! (`shared/reference/http-streams.md`).
 //!
-//! One hyper HTTP/1.1 connection task per client, over the [`Conn`](crate::env::Conn)s of the Env
+//! One hyper HTTP/1.1 connection task per client, over the [`Conn`]s of the Env
 //! seam. Every request goes through the v5 pipeline in [`Api::handle`]: authentication, routing,
 //! `OPTIONS`, method, body type (415), reply type (406), route level (401), then the handler,
 //! bounded by a request timeout (408). Store calls block, so handlers run them through
@@ -12,6 +12,9 @@
 //! (Atom JSON/XML), [`streams`] (reads, long poll), [`writes`] (appends, deletes), [`metadata`],
 //! [`users`], [`node_info`] (`/ping`, `/info`, `/gossip`, shutdown), [`stats`], [`authn`]
 //! (credentials and levels), [`text`] and [`xml`] (formats).
+//!
+//! Deliberate differences from v5 (quirks no client depends on) are listed in
+//! `docs/compatibility.md`.
 //!
 //! Shutdown: the listener stops accepting as soon as shutdown is requested; open connections
 //! finish the request in flight (hyper's graceful shutdown) and long polls return early.

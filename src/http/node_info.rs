@@ -85,7 +85,7 @@ pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
             let pos = log.checkpoints.epoch.read();
             let (number, id) = match (pos >= 0).then(|| log.read(pos as u64)) {
                 Some(Ok(Record::Epoch(e))) => (e.epoch_number, uuid::Uuid::from_bytes(e.epoch_id)),
-                _ => (-1, uuid::Uuid::nil()),
+                Some(Ok(Record::Event(_)) | Err(_)) | None => (-1, uuid::Uuid::nil()),
             };
             (pos, number, id, log.checkpoints.writer.read(), log.checkpoints.chaser.read(), log.committed())
         })

@@ -88,9 +88,9 @@ pub fn base_url(headers: &HeaderMap, local: std::net::SocketAddr) -> String {
 }
 
 impl Req {
-    /// A header as text (`None` when absent or not visible ASCII).
+    /// A header as text (`None` when absent or not UTF-8).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+        self.headers.get(name).and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
 
     /// An `ES-` header, falling back to its `Kurrent-` twin; `alt` is an accepted misspelling.

@@ -311,7 +311,10 @@ async fn feed_inner(
         |o| match o {
             Outcome::Done(p) => p.events.is_empty(),
             Outcome::NotModified | Outcome::Failed(ReadError::NoStream) => true,
-            Outcome::Denied | Outcome::Failed(_) => false,
+            Outcome::Denied
+            | Outcome::Failed(
+                ReadError::StreamDeleted | ReadError::InvalidPosition(_) | ReadError::Storage(_),
+            ) => false,
         },
     )
     .await;

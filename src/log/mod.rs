@@ -44,6 +44,8 @@ pub const MIN_CHUNK_SIZE: u64 = 4096;
 const SCAN_READ_BYTES: usize = 256 * 1024;
 /// Bytes read at once when a single record is fetched (most records fit).
 const POINT_READ_BYTES: usize = 4096;
+/// Buffer of a scavenged chunk writer.
+const SCAVENGE_WRITE_BYTES: usize = 1 << 20;
 /// Largest span of positions read at once by [`Log::read_many`].
 const COALESCE_BYTES: u64 = 512 * 1024;
 /// Block size of the torn-tail scan at start-up.
@@ -695,57 +697,43 @@ impl Log {
         Ok((out, pos))
     }
 
-    /// Writes a scavenged replacement for the complete chunks `start..=end`: the kept `records`
-    /// (ascending positions, each entirely inside the range) back to back with their position
-    /// map. The file is synced and renamed into place as version `version`; the chunks it replaces
-    /// stay in service until [`Log::install`].
-    pub fn write_scavenged(&self, start: u32, end: u32, version: u32, records: &[Record]) -> Result<Arc<Chunk>, LogError> {
-        let size = self.cfg.chunk_size;
-        let (lo, hi) = (start as u64 * size, (end as u64 + 1) * size);
-        let mut data = Vec::new();
-        let mut map = Vec::with_capacity(records.len());
-        for r in records {
-            let p = r.log_position();
-            assert!(p >= lo && p < hi && map.last().is_none_or(|&(q, _)| q < p), "scavenged records out of range or order");
-            map.push((p, data.len() as u64));
-            match r {
-                Record::Event(e) => record::encode_event(e, &mut data),
-                Record::Epoch(e) => record::encode_epoch(e, &mut data),
-            }
-        }
-        let mut pm = Vec::with_capacity(map.len() * 16);
-        for (p, o) in &map {
-            pm.extend_from_slice(&p.to_le_bytes());
-            pm.extend_from_slice(&o.to_le_bytes());
-        }
-        let header = ChunkHeader { chunk_size: size, start, end, scavenged: true, id: *self.env.new_uuid().as_bytes() };
-        let footer = ChunkFooter {
-            logical_size: hi - lo,
-            physical_size: data.len() as u64,
-            posmap_entries: map.len() as u32,
-            data_crc: crc32fast::hash(&data),
-            posmap_crc: crc32fast::hash(&pm),
-        };
+    /// Starts a scavenged replacement for the complete chunks `start..=end` at `version`: kept
+    /// records are streamed in with [`ScavengedWriter::push`] and the file is put in place by
+    /// [`ScavengedWriter::finish`]; the chunks it replaces stay in service until [`Log::install`].
+    pub fn begin_scavenged(&self, start: u32, end: u32, version: u32) -> Result<ScavengedWriter, LogError> {
         let path = self.cfg.dir.join(chunk::file_name(start, version));
         let tmp = crate::env::tmp_path(&path);
-        let disk = &*self.env.disk;
-        let file = disk.open(&tmp, OpenMode::CreateTruncate).map_err(LogError::io("create", &tmp))?;
-        let w = |b: &[u8], at: u64| file.write_all_at(b, at).map_err(LogError::io("write", &tmp));
-        w(&header.encode(), 0)?;
-        w(&data, HEADER_SIZE)?;
-        w(&pm, HEADER_SIZE + data.len() as u64)?;
-        w(&footer.encode(), HEADER_SIZE + (data.len() + pm.len()) as u64)?;
-        file.sync_data().map_err(LogError::io("sync", &tmp))?;
-        disk.rename(&tmp, &path).map_err(LogError::io("rename", &tmp))?;
-        disk.sync_dir(&self.cfg.dir).map_err(LogError::io("sync directory", &self.cfg.dir))?;
-        Ok(Arc::new(Chunk {
+        let file = self.env.disk.open(&tmp, OpenMode::CreateTruncate).map_err(LogError::io("create", &tmp))?;
+        let size = self.cfg.chunk_size;
+        let header = ChunkHeader { chunk_size: size, start, end, scavenged: true, id: *self.env.new_uuid().as_bytes() };
+        file.write_all_at(&header.encode(), 0).map_err(LogError::io("write", &tmp))?;
+        Ok(ScavengedWriter {
             header,
             version,
             path,
+            tmp,
             file,
-            data_end: AtomicU64::new(hi - lo),
-            layout: Layout::Mapped { map, data_len: data.len() as u64 },
-        }))
+            range: (start as u64 * size, (end as u64 + 1) * size),
+            data_len: 0,
+            map: Vec::new(),
+            crc: crc32fast::Hasher::new(),
+            buf: Vec::with_capacity(SCAVENGE_WRITE_BYTES),
+        })
+    }
+
+    /// Writes a scavenged replacement holding `records` (see [`Log::begin_scavenged`]).
+    pub fn write_scavenged(&self, start: u32, end: u32, version: u32, records: &[Record]) -> Result<Arc<Chunk>, LogError> {
+        let mut w = self.begin_scavenged(start, end, version)?;
+        let mut frame = Vec::new();
+        for r in records {
+            frame.clear();
+            match r {
+                Record::Event(e) => record::encode_event(e, &mut frame),
+                Record::Epoch(e) => record::encode_epoch(e, &mut frame),
+            }
+            w.push(r.log_position(), &frame)?;
+        }
+        w.finish(self)
     }
 
     /// Puts a scavenged chunk in service in place of the chunks it covers, then removes their
@@ -776,18 +764,103 @@ impl Log {
         }
     }
 
-    /// Every record of the complete chunk holding `pos` (its physical chunk), in log order.
-    pub fn chunk_records(&self, pos: u64) -> Result<(Arc<Chunk>, Vec<Record>), LogError> {
-        let c = self.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
+    /// The physical chunk holding `pos` and the log range `[lo, hi)` it covers.
+    pub fn chunk_range(&self, pos: u64) -> Option<(Arc<Chunk>, u64, u64)> {
+        let c = self.chunk_for(pos)?;
         let size = self.cfg.chunk_size;
         let (lo, hi) = (c.header.start as u64 * size, (c.header.end as u64 + 1) * size);
-        let recs = self.scan(lo).until(hi).collect::<Result<Vec<_>, _>>()?;
-        Ok((c, recs))
+        Some((c, lo, hi))
     }
 
     /// Flushes the chaser checkpoint (called at index flushes and shutdown).
     pub fn flush_chaser(&self) -> Result<(), LogError> {
         self.checkpoints.chaser.flush().map_err(LogError::io("sync", self.checkpoints.chaser.path()))
+    }
+}
+
+/// Streams the kept records of a scavenge into a new chunk file.
+pub struct ScavengedWriter {
+    header: ChunkHeader,
+    version: u32,
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Arc<dyn File>,
+    range: (u64, u64),
+    data_len: u64,
+    map: Vec<(u64, u64)>,
+    crc: crc32fast::Hasher,
+    buf: Vec<u8>,
+}
+
+impl ScavengedWriter {
+    /// Appends the frame of the record at log position `pos` (ascending, inside the range).
+    pub fn push(&mut self, pos: u64, frame: &[u8]) -> Result<(), LogError> {
+        assert!(
+            pos >= self.range.0 && pos < self.range.1 && self.map.last().is_none_or(|&(q, _)| q < pos),
+            "scavenged records out of range or order"
+        );
+        self.map.push((pos, self.data_len));
+        self.data_len += frame.len() as u64;
+        self.crc.update(frame);
+        self.buf.extend_from_slice(frame);
+        if self.buf.len() >= SCAVENGE_WRITE_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Records pushed so far.
+    pub fn records(&self) -> usize {
+        self.map.len()
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        let at = HEADER_SIZE + self.data_len - self.buf.len() as u64;
+        self.file.write_all_at(&self.buf, at).map_err(LogError::io("write", &self.tmp))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Drops the unfinished file.
+    pub fn abort(self, log: &Log) {
+        drop(self.file);
+        if let Err(e) = log.env.disk.remove(&self.tmp) {
+            tracing::warn!(error = %e, "could not remove an abandoned scavenge file");
+        }
+    }
+
+    /// Writes the position map and footer, syncs the file and renames it into place.
+    pub fn finish(mut self, log: &Log) -> Result<Arc<Chunk>, LogError> {
+        self.flush()?;
+        let mut pm = Vec::with_capacity(self.map.len() * 16);
+        for (p, o) in &self.map {
+            pm.extend_from_slice(&p.to_le_bytes());
+            pm.extend_from_slice(&o.to_le_bytes());
+        }
+        let footer = ChunkFooter {
+            logical_size: self.range.1 - self.range.0,
+            physical_size: self.data_len,
+            posmap_entries: self.map.len() as u32,
+            data_crc: self.crc.clone().finalize(),
+            posmap_crc: crc32fast::hash(&pm),
+        };
+        let io = LogError::io("write", &self.tmp);
+        self.file
+            .write_all_at(&pm, HEADER_SIZE + self.data_len)
+            .and_then(|_| self.file.write_all_at(&footer.encode(), HEADER_SIZE + self.data_len + pm.len() as u64))
+            .and_then(|_| self.file.sync_data())
+            .map_err(io)?;
+        let disk = &*log.env.disk;
+        disk.rename(&self.tmp, &self.path).map_err(LogError::io("rename", &self.tmp))?;
+        disk.sync_dir(&log.cfg.dir).map_err(LogError::io("sync directory", &log.cfg.dir))?;
+        Ok(Arc::new(Chunk {
+            header: self.header,
+            version: self.version,
+            path: self.path,
+            file: self.file,
+            data_end: AtomicU64::new(self.range.1 - self.range.0),
+            layout: Layout::Mapped { map: self.map, data_len: self.data_len },
+        }))
     }
 }
 
@@ -835,7 +908,23 @@ impl Scan<'_> {
         self
     }
 
+    /// The next record together with its encoded frame (shared, not copied).
+    pub fn next_with_frame(&mut self) -> Option<Result<(Record, Bytes), LogError>> {
+        match self.next_framed() {
+            Ok(Some(x)) => Some(Ok(x)),
+            Ok(None) => None,
+            Err(e) => {
+                self.limit = Some(0);
+                Some(Err(e))
+            }
+        }
+    }
+
     fn next_record(&mut self) -> Result<Option<Record>, LogError> {
+        Ok(self.next_framed()?.map(|(r, _)| r))
+    }
+
+    fn next_framed(&mut self) -> Result<Option<(Record, Bytes)>, LogError> {
         let size = self.log.cfg.chunk_size;
         loop {
             let stop = self.limit.unwrap_or(u64::MAX).min(self.log.committed());
@@ -879,7 +968,7 @@ impl Scan<'_> {
             match record::decode_shared(&self.buf, at, pos, self.log.max_body) {
                 Ok((r, len)) => {
                     self.pos = c.after(pos, len as u64, span_end);
-                    return Ok(Some(r));
+                    return Ok(Some((r, self.buf.slice(at..at + len))));
                 }
                 Err(FrameError::Short { needed }) if needed as u64 <= avail && (at > 0 || self.buf.len() < needed) => {
                     self.fill(&c, off, avail, SCAN_READ_BYTES.max(needed))?;

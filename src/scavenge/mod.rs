@@ -390,6 +390,10 @@ impl Scavenger {
             }
             if let Some(r) = rec {
                 facts_batch.push(r);
+                if facts_batch.len() >= 4096 {
+                    self.absorb(&facts_batch, &mut users, cache_capacity);
+                    facts_batch.clear();
+                }
             }
         }
     }
@@ -566,21 +570,31 @@ impl Scavenger {
         if threshold >= 0 && weight as i64 <= threshold {
             return Ok((false, 0));
         }
-        let (old, recs) = log.chunk_records(start as u64 * size).map_err(StorageError::from)?;
-        let total = recs.len();
-        let kept: Vec<Record> = recs.into_iter().filter(|r| keep(r, &rules, point)).collect();
-        if kept.len() == total && threshold >= 0 {
+        let (old, lo, hi) = log.chunk_range(start as u64 * size).ok_or(StorageError::Io(format!("chunk {start} is gone")))?;
+        let mut w = log.begin_scavenged(old.header.start, old.header.end, old.version + 1).map_err(StorageError::from)?;
+        let mut scan = log.scan(lo).until(hi);
+        let mut total = 0usize;
+        while let Some(item) = scan.next_with_frame() {
+            let (rec, frame) = item.map_err(StorageError::from)?;
+            total += 1;
+            if keep(&rec, &rules, point) {
+                w.push(rec.log_position(), &frame).map_err(StorageError::from)?;
+            }
+        }
+        let kept = w.records();
+        if kept == total && threshold >= 0 {
+            w.abort(log);
             return Ok((false, 0));
         }
+        let new = w.finish(log).map_err(StorageError::from)?;
         let old_len = old.file_len();
-        let new = log.write_scavenged(old.header.start, old.header.end, old.version + 1, &kept).map_err(StorageError::from)?;
         let new_len = new.file_len();
         log.install(new).map_err(StorageError::from)?;
         self.progress.chunks_scavenged.fetch_add(1, Ordering::Relaxed);
         let saved = old_len.saturating_sub(new_len);
         self.progress.space_saved.fetch_add(saved, Ordering::Relaxed);
         self.progress.bytes_processed.fetch_add(old_len, Ordering::Relaxed);
-        tracing::info!(start, end, removed = total - kept.len(), saved, "chunk scavenged");
+        tracing::info!(start, end, removed = total - kept, saved, "chunk scavenged");
         Ok((true, saved))
     }
 
@@ -617,11 +631,13 @@ impl Scavenger {
             let (start, end) = (g[0].header.start, g[g.len() - 1].header.end);
             let version = g.iter().map(|c| c.version).max().unwrap_or(0) + 1;
             let old_len: u64 = g.iter().map(|c| c.file_len()).sum();
-            let mut recs = Vec::new();
-            for c in &g {
-                recs.extend(log.chunk_records(c.header.start as u64 * size).map_err(StorageError::from)?.1);
+            let mut w = log.begin_scavenged(start, end, version).map_err(StorageError::from)?;
+            let mut scan = log.scan(start as u64 * size).until((end as u64 + 1) * size);
+            while let Some(item) = scan.next_with_frame() {
+                let (rec, frame) = item.map_err(StorageError::from)?;
+                w.push(rec.log_position(), &frame).map_err(StorageError::from)?;
             }
-            let new = log.write_scavenged(start, end, version, &recs).map_err(StorageError::from)?;
+            let new = w.finish(log).map_err(StorageError::from)?;
             let saved = old_len.saturating_sub(new.file_len());
             log.install(new).map_err(StorageError::from)?;
             self.progress.chunks_merged.fetch_add(g.len() as u64 - 1, Ordering::Relaxed);

@@ -1,0 +1,135 @@
+//! Campaigns: many seeds over a few threads, the failing-seed corpus, the bug-switch table, and
+//! the determinism canary.
+//!
+//! `corpus/seeds.txt` holds one line per seed that ever failed on the real code
+//! (`seed <N> <what it found>`); campaigns replay it first. `corpus/bugs.txt` holds, per test-only
+//! bug switch, a seed that finds it (`bug <name> seed <N> <which invariant>`). Both are compiled
+//! in, so the test campaign needs no file access.
+//!
+//! Invariant: a seed's result depends only on its [`Options`]; threads share nothing but the
+//! counter handing out seeds, so the set of failing seeds does not depend on the thread count.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use annal::buggify::Bug;
+
+use crate::scenario::{run, Options, RunResult};
+
+/// The failing-seed corpus.
+pub const CORPUS: &str = include_str!("../../corpus/seeds.txt");
+/// The bug-switch table.
+pub const BUGS: &str = include_str!("../../corpus/bugs.txt");
+
+/// Seeds of the corpus, with what each found.
+pub fn corpus_seeds() -> Vec<(u64, String)> {
+    CORPUS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("seed ")?;
+            let (n, what) = rest.split_once(' ').unwrap_or((rest, ""));
+            Some((n.parse().ok()?, what.to_owned()))
+        })
+        .collect()
+}
+
+/// The bug-switch table: each switch with a seed that finds it.
+pub fn bug_seeds() -> Vec<(Bug, u64, String)> {
+    BUGS.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut w = l.splitn(5, ' ');
+            let (b, name, s, n) = (w.next()?, w.next()?, w.next()?, w.next()?);
+            (b == "bug" && s == "seed").then_some(())?;
+            Some((Bug::parse(name)?, n.parse().ok()?, w.next().unwrap_or("").to_owned()))
+        })
+        .collect()
+}
+
+/// What a campaign found.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Seeds that passed.
+    pub passed: u64,
+    /// Runs that failed, by seed.
+    pub failed: Vec<RunResult>,
+    /// Simulated time of all runs.
+    pub sim_time: Duration,
+    /// Wall-clock time of the campaign.
+    pub wall: Duration,
+    /// Client operations of all runs.
+    pub ops: u64,
+    /// Seeds whose linearizability search ran out of budget somewhere.
+    pub inconclusive: u64,
+}
+
+/// Runs `options(seed)` for every seed in `seeds` on `jobs` threads; `each` sees every result as
+/// it finishes.
+// Wall-clock timing of the campaign itself (never of a run) is the one use of the real clock here.
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+pub fn swarm(
+    seeds: &[u64],
+    jobs: usize,
+    options: impl Fn(u64) -> Options + Sync,
+    each: impl Fn(&RunResult) + Sync,
+) -> Summary {
+    let started = std::time::Instant::now();
+    let next = AtomicU64::new(0);
+    let out = Mutex::new(Summary::default());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                let Some(&seed) = seeds.get(i) else { break };
+                let r = run(&options(seed));
+                each(&r);
+                let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+                o.sim_time += r.sim_time;
+                o.ops += r.ops;
+                o.inconclusive += !r.inconclusive.is_empty() as u64;
+                if r.passed() {
+                    o.passed += 1;
+                } else {
+                    o.failed.push(r);
+                }
+            });
+        }
+    });
+    let mut o = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    o.failed.sort_by_key(|r| r.options.seed);
+    o.wall = started.elapsed();
+    o
+}
+
+/// The seeds `range`, after the corpus seeds (each once).
+pub fn with_corpus(range: Range<u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = corpus_seeds().into_iter().map(|(s, _)| s).collect();
+    v.extend(range.filter(|s| !v.contains(s)).collect::<Vec<_>>());
+    v
+}
+
+/// The determinism canary: runs `opts` twice and compares the traces byte for byte. Returns the
+/// number of trace lines, or where the traces first differ.
+pub fn meta(opts: &Options) -> Result<usize, String> {
+    let a = run(opts);
+    let b = run(opts);
+    if a.trace == b.trace && a.failures == b.failures {
+        return Ok(a.trace.len());
+    }
+    let i = a.trace.iter().zip(&b.trace).position(|(x, y)| x != y).unwrap_or(a.trace.len().min(b.trace.len()));
+    Err(format!(
+        "seed {} is not deterministic: traces differ at line {i} (of {} and {}):\n  first:  {}\n  second: {}\nfailures: {:?} vs {:?}",
+        opts.seed,
+        a.trace.len(),
+        b.trace.len(),
+        a.trace.get(i).map_or("<end>", String::as_str),
+        b.trace.get(i).map_or("<end>", String::as_str),
+        a.failures,
+        b.failures
+    ))
+}

@@ -1,0 +1,164 @@
+//! `annal-sim`: run one seed, a swarm of seeds, or the determinism canary.
+//!
+//! ```text
+//! annal-sim run   --seed N [options] [--trace]   one seed; prints the trace with --trace
+//! annal-sim swarm --seeds A..B [--jobs J] [options]
+//! annal-sim meta  --seed N [options]            the seed twice: traces must be byte-identical
+//! options: --duration SECS  --clients N  --hosts N  --tick-ms MS  --bug NAME (repeatable)
+//!          --standard (60 s, 16 clients: the speed scenario)
+//! ```
+//!
+//! A failing seed prints a one-line replay command and the fault schedule, and the exit code is 1.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use annal::buggify::Bug;
+use annal_sim::campaign;
+use annal_sim::{run, Options};
+
+struct Args {
+    cmd: String,
+    seed: u64,
+    seeds: (u64, u64),
+    jobs: usize,
+    trace: bool,
+    base: Options,
+}
+
+fn parse() -> Result<Args, String> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = argv.first().cloned().ok_or("usage: annal-sim run|swarm|meta [options] (see --help)")?;
+    if cmd == "--help" || cmd == "-h" {
+        return Err(HELP.to_owned());
+    }
+    let mut a = Args { cmd, seed: 0, seeds: (0, 100), jobs: 2, trace: false, base: Options::quick(0) };
+    let mut i = 1;
+    let val = |i: usize| argv.get(i + 1).cloned().ok_or(format!("{} needs a value", argv[i]));
+    let num = |s: String| s.parse::<u64>().map_err(|e| format!("{s}: {e}"));
+    while i < argv.len() {
+        match argv[i].as_str() {
+            "--seed" => a.seed = num(val(i)?)?,
+            "--seeds" => {
+                let v = val(i)?;
+                let (x, y) = v.split_once("..").ok_or("--seeds wants A..B")?;
+                a.seeds = (num(x.into())?, num(y.into())?);
+            }
+            "--jobs" => a.jobs = num(val(i)?)? as usize,
+            "--duration" => a.base.duration = Duration::from_secs(num(val(i)?)?),
+            "--clients" => a.base.clients = num(val(i)?)? as usize,
+            "--hosts" => a.base.client_hosts = num(val(i)?)? as usize,
+            "--tick-ms" => a.base.tick = Duration::from_millis(num(val(i)?)?),
+            "--bug" => {
+                let v = val(i)?;
+                let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+                a.base.bugs.push(Bug::parse(&v).ok_or(format!("unknown bug {v}; known: {}", names.join(", ")))?);
+            }
+            "--standard" => {
+                let s = Options::standard(0);
+                a.base.duration = s.duration;
+                a.base.clients = s.clients;
+                i += 1;
+                continue;
+            }
+            "--trace" => {
+                a.trace = true;
+                i += 1;
+                continue;
+            }
+            other => return Err(format!("unknown argument {other}\n{HELP}")),
+        }
+        i += 2;
+    }
+    Ok(a)
+}
+
+const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
+options: --duration SECS --clients N --hosts N --tick-ms MS --bug NAME --standard";
+
+fn ratio(sim: Duration, wall: Duration) -> f64 {
+    sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)
+}
+
+fn main() -> ExitCode {
+    let a = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let opts = |seed: u64| Options { seed, ..a.base.clone() };
+    match a.cmd.as_str() {
+        "run" => {
+            let s = campaign::swarm(&[a.seed], 1, opts, |_| {});
+            let r = s.failed.first();
+            if a.trace {
+                let again = run(&opts(a.seed));
+                for l in &again.trace {
+                    println!("{l}");
+                }
+            }
+            println!(
+                "seed {}: {} ops, simulated {:.1} s in {:.2} s wall ({:.0}x real time)",
+                a.seed,
+                s.ops,
+                s.sim_time.as_secs_f64(),
+                s.wall.as_secs_f64(),
+                ratio(s.sim_time, s.wall)
+            );
+            match r {
+                None => {
+                    println!("seed {} passed", a.seed);
+                    ExitCode::SUCCESS
+                }
+                Some(r) => {
+                    println!("{}", r.report());
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        "swarm" => {
+            let seeds = campaign::with_corpus(a.seeds.0..a.seeds.1);
+            let s = campaign::swarm(&seeds, a.jobs, opts, |r| {
+                if !r.passed() {
+                    println!("{}", r.report());
+                }
+            });
+            println!(
+                "{} seeds, {} ops, simulated {:.0} s in {:.1} s wall: {:.2} seeds/s, {:.0}x real time ({} jobs); \
+                 {} seeds with an inconclusive search",
+                seeds.len(),
+                s.ops,
+                s.sim_time.as_secs_f64(),
+                s.wall.as_secs_f64(),
+                seeds.len() as f64 / s.wall.as_secs_f64().max(1e-9),
+                ratio(s.sim_time, s.wall),
+                a.jobs,
+                s.inconclusive
+            );
+            let failed: Vec<String> = s.failed.iter().map(|r| r.options.seed.to_string()).collect();
+            println!("{} passed, {} failed", s.passed, s.failed.len());
+            if failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                println!("failing seeds: {}", failed.join(" "));
+                ExitCode::FAILURE
+            }
+        }
+        "meta" => match campaign::meta(&opts(a.seed)) {
+            Ok(n) => {
+                println!("seed {}: both runs produced the same trace ({n} lines)", a.seed);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        other => {
+            eprintln!("unknown command {other}\n{HELP}");
+            ExitCode::from(2)
+        }
+    }
+}

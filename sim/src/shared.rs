@@ -1,0 +1,64 @@
+//! State shared, on the simulation thread, between the harness, the node host and the client
+//! hosts of one run: the trace, the history, the running node and the phase flags.
+//!
+//! Invariant: everything here is touched only from the one thread that runs the simulation, in
+//! the order the simulation runs; that order is a function of the seed, so the trace is too.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use annal::node::Node;
+
+use crate::history::History;
+
+/// Microseconds of simulated time now, inside a host (the harness passes its own time).
+pub fn now_us() -> u64 {
+    turmoil::sim_elapsed().map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// The trace of a run: one line per client operation, fault and node event, with simulated time.
+#[derive(Debug, Default)]
+pub struct Trace {
+    lines: RefCell<Vec<String>>,
+}
+
+impl Trace {
+    /// Appends a line stamped with `at` (µs).
+    pub fn at(&self, at: u64, who: &str, what: impl std::fmt::Display) {
+        self.lines.borrow_mut().push(format!("{:>11.6} {who:<6} {what}", at as f64 / 1e6));
+    }
+
+    /// Appends a line stamped with the current host's time.
+    pub fn now(&self, who: &str, what: impl std::fmt::Display) {
+        self.at(now_us(), who, what)
+    }
+
+    /// The lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.borrow().clone()
+    }
+
+    /// Lines containing `pat`.
+    pub fn grep(&self, pat: &str) -> Vec<String> {
+        self.lines.borrow().iter().filter(|l| l.contains(pat)).cloned().collect()
+    }
+}
+
+/// Everything the parts of one run share.
+#[derive(Default)]
+pub struct Shared {
+    /// The trace.
+    pub trace: Trace,
+    /// The history.
+    pub history: RefCell<History>,
+    /// The running node, once it has opened (cleared when it goes down).
+    pub node: RefCell<Option<Arc<Node>>>,
+    /// How often the node was started (attempts included).
+    pub boots: Cell<u64>,
+    /// Set by the harness when every fault is healed and the final checks may begin.
+    pub healed: Cell<bool>,
+    /// Ids of the final reads (one per stream).
+    pub final_reads: RefCell<Vec<usize>>,
+    /// Operations completed.
+    pub ops_done: Cell<u64>,
+}
