@@ -289,8 +289,10 @@ async fn final_reads(st: &mut ClientState, cfg: &WorkloadConfig, shared: &Shared
     while !shared.healed.get() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // One deadline for all streams: a node that rightly refuses to start (destroyed data) must
+    // not keep the run going; each stream still gets at least one attempt.
+    let deadline = now_us() + 20_000_000;
     for s in 0..cfg.streams {
-        let deadline = now_us() + 30_000_000;
         loop {
             let (id, out) = run_op(st, shared, s, OpKind::ReadForward { from: 0, count: FULL_READ }).await;
             if matches!(out, Outcome::Read { .. } | Outcome::NoStream | Outcome::Deleted) || now_us() > deadline {

@@ -19,6 +19,7 @@
 //! Shutdown: the listener stops accepting as soon as shutdown is requested; open connections
 //! finish the request in flight (hyper's graceful shutdown) and long polls return early.
 
+pub mod admin;
 pub mod authn;
 pub mod errors;
 pub mod feed;
@@ -258,6 +259,10 @@ impl Api {
             Route::Gossip => node_info::gossip(self, req).await,
             Route::Stats(path) => stats::stats(self, req, &path).await,
             Route::Shutdown => node_info::shutdown(self),
+            Route::ScavengeStart => admin::start(self, req).await,
+            Route::ScavengeCurrent => admin::current(self),
+            Route::ScavengeStop(id) => admin::stop(self, &id).await,
+            Route::MergeIndexes => admin::merge_indexes(self),
             Route::Users => users::list(self, req).await,
             Route::UserCreate => users::create(self, req).await,
             Route::UserCurrent => users::current(self, req).await,

@@ -46,6 +46,14 @@ pub enum Route {
     Stats(Vec<String>),
     /// `POST /admin/shutdown`.
     Shutdown,
+    /// `POST /admin/scavenge`.
+    ScavengeStart,
+    /// `GET /admin/scavenge/current`.
+    ScavengeCurrent,
+    /// `DELETE /admin/scavenge/{id}` (or `current`).
+    ScavengeStop(String),
+    /// `POST /admin/mergeindexes`.
+    MergeIndexes,
     /// `GET /users`.
     Users,
     /// `POST /users`.
@@ -129,7 +137,11 @@ impl Route {
                 s(Level::None, &[], media::DEFAULT)
             }
             Route::InfoOptions => s(Level::Ops, &[], media::DEFAULT),
-            Route::Shutdown => s(Level::Ops, &[], &[]),
+            Route::Shutdown
+            | Route::ScavengeStart
+            | Route::ScavengeCurrent
+            | Route::ScavengeStop(_)
+            | Route::MergeIndexes => s(Level::Ops, &[], &[]),
             Route::Users
             | Route::UserGet(_)
             | Route::UserDelete(_)
@@ -176,6 +188,10 @@ impl Route {
             | Route::Gossip
             | Route::Stats(_)
             | Route::Shutdown
+            | Route::ScavengeStart
+            | Route::ScavengeCurrent
+            | Route::ScavengeStop(_)
+            | Route::MergeIndexes
             | Route::Users
             | Route::UserCreate
             | Route::UserCurrent
@@ -287,6 +303,14 @@ pub fn routes(segs: &[String]) -> Vec<(Method, Route)> {
             out.push((Method::GET, Route::Stats(rest.iter().filter(|s| !s.is_empty()).map(l).collect())))
         }
         ["admin", "shutdown"] => out.push((Method::POST, Route::Shutdown)),
+        ["admin", "scavenge"] => out.push((Method::POST, Route::ScavengeStart)),
+        ["admin", "scavenge", id] => {
+            if *id == "current" {
+                out.push((Method::GET, Route::ScavengeCurrent));
+            }
+            out.push((Method::DELETE, Route::ScavengeStop(l(id))));
+        }
+        ["admin", "mergeindexes"] => out.push((Method::POST, Route::MergeIndexes)),
         ["users"] | ["users", ""] => {
             out.push((Method::GET, Route::Users));
             out.push((Method::POST, Route::UserCreate));

@@ -601,6 +601,21 @@ impl Store {
     }
 
     fn lead(&self) {
+        // If this leader unwinds (a bug), leadership must still pass on, or every later write
+        // would wait forever; its own group's callers see the writer stop (their senders drop).
+        struct HandOff<'a>(&'a Store);
+        impl Drop for HandOff<'_> {
+            fn drop(&mut self) {
+                let mut q = lock(&self.0.queue);
+                match q.pending.front() {
+                    Some(next) => {
+                        let _ = next.tx.send(Reply::Lead);
+                    }
+                    None => q.leader = false,
+                }
+            }
+        }
+        let _hand_off = HandOff(self);
         let batch: Vec<Pending> = {
             let mut q = lock(&self.queue);
             let mut taken = Vec::new();
@@ -630,13 +645,6 @@ impl Store {
         s.max_flush_us.fetch_max(took, Ordering::Relaxed);
         for (p, r) in batch.into_iter().zip(results) {
             let _ = p.tx.send(Reply::Done(r));
-        }
-        let mut q = lock(&self.queue);
-        match q.pending.front() {
-            Some(next) => {
-                let _ = next.tx.send(Reply::Lead);
-            }
-            None => q.leader = false,
         }
     }
 
