@@ -20,7 +20,7 @@ use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMac
 
 const STREAMS: &[&str] = &["orders", "users", "$system", "a-b", "link-target", "x"];
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 enum Op {
     Append { stream: usize, expected: i64, events: Vec<(u8, u8, bool)> },
     Link { stream: usize, target: usize, n: i64 },
@@ -478,4 +478,33 @@ prop_state_machine! {
     #![proptest_config(Config { cases: 150, failure_persistence: None, .. Config::default() })]
     #[test]
     fn engine_matches_model_on_real_directory(sequential 1..40 => RealTest);
+}
+
+/// Sequences that once exposed a bug (see corpus/README.md), replayed on every run.
+#[test]
+fn corpus_regressions_still_agree() {
+    #[derive(serde::Deserialize)]
+    struct Case {
+        found: String,
+        ops: Vec<Op>,
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/model-comparison.json");
+    let text = annal::env::real::read_text_file(path.to_str().unwrap()).unwrap();
+    let cases: Vec<Case> = serde_json::from_str(&text).expect("corpus/model-comparison.json parses");
+    assert!(!cases.is_empty());
+    for case in cases {
+        let mut sut = new_sut(false);
+        let mut state = Ref::init_state_value();
+        for op in case.ops {
+            state = <Ref as ReferenceStateMachine>::apply(state, &op);
+            sut = run_op(sut, &state, op);
+        }
+        eprintln!("corpus case ok: {}", case.found);
+    }
+}
+
+impl Ref {
+    fn init_state_value() -> (model::Model, i64) {
+        (model::Model::new(), 1_700_000_000_000_000)
+    }
 }
