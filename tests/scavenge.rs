@@ -15,7 +15,13 @@ fn ev(i: u32) -> NewEvent {
     let mut id = [0u8; 16];
     id[..4].copy_from_slice(&i.to_le_bytes());
     id[15] = 9;
-    NewEvent { id, event_type: "e".into(), data: vec![b'd'; 300].into(), metadata: Default::default(), is_json: false }
+    NewEvent {
+        id,
+        event_type: "e".into(),
+        data: vec![b'd'; 300].into(),
+        metadata: Default::default(),
+        is_json: false,
+    }
 }
 
 struct Rig {
@@ -40,7 +46,13 @@ fn cfg() -> StoreConfig {
 }
 
 fn scfg(merge: bool) -> ScavengeConfig {
-    ScavengeConfig { merge, history_max_age_days: 30, page_size: 16 * 1024, hash_users_capacity: 1000, node_endpoint: "127.0.0.1:2113".into() }
+    ScavengeConfig {
+        merge,
+        history_max_age_days: 30,
+        page_size: 16 * 1024,
+        hash_users_capacity: 1000,
+        node_endpoint: "127.0.0.1:2113".into(),
+    }
 }
 
 const STREAMS: [&str; 6] = ["keep", "hard", "soft", "count", "trunc", "aged"];
@@ -50,9 +62,14 @@ fn visible(s: &Store, now: i64) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for name in STREAMS.iter().map(|s| s.to_string()).chain(STREAMS.iter().map(|s| format!("$${s}"))) {
         let f = s.read_forward(&name, 0, 10_000, false, now).map(|sl| {
-            (sl.events.iter().map(|e| (e.event.event_number, e.event.id)).collect::<Vec<_>>(), sl.last_event_number)
+            (
+                sl.events.iter().map(|e| (e.event.event_number, e.event.id)).collect::<Vec<_>>(),
+                sl.last_event_number,
+            )
         });
-        let b = s.read_backward(&name, -1, 7, false, now).map(|sl| sl.events.iter().map(|e| e.event.event_number).collect::<Vec<_>>());
+        let b = s
+            .read_backward(&name, -1, 7, false, now)
+            .map(|sl| sl.events.iter().map(|e| e.event.event_number).collect::<Vec<_>>());
         let last = s.read_event(&name, -1, false, now).map(|e| e.map(|e| e.event.event_number));
         out.insert(name, format!("{f:?} {b:?} {last:?}"));
     }
@@ -106,11 +123,15 @@ async fn scavenge_removes_what_readers_cannot_see_and_nothing_else() {
     assert!(s.log().chunks().len() < chunks_before, "small scavenged chunks were merged");
     // Removed events are gone from the chunks ($all) and the index.
     let all = s.read_all_forward(0, 100_000, false, now).unwrap();
-    let hard: Vec<i64> = all.events.iter().filter(|e| e.event.stream == "hard").map(|e| e.event.event_number).collect();
+    let hard: Vec<i64> =
+        all.events.iter().filter(|e| e.event.stream == "hard").map(|e| e.event.event_number).collect();
     assert_eq!(hard, vec![i64::MAX], "only the tombstone of a hard-deleted stream stays");
     let count = all.events.iter().filter(|e| e.event.stream == "count").count();
     assert_eq!(count, 5, "maxCount 5: the rest is gone from the chunks");
-    assert!(s.index().stats().table_entries + s.index().stats().memtable_entries as u64 <= all.events.len() as u64 + 8);
+    assert!(
+        s.index().stats().table_entries + s.index().stats().memtable_entries as u64
+            <= all.events.len() as u64 + 8
+    );
     assert!(matches!(s.read_forward("hard", 0, 10, false, now), Err(ReadError::StreamDeleted)));
     // History.
     let h = s.read_forward(&format!("$scavenges-{id}"), 0, 1000, false, now).unwrap();
@@ -183,10 +204,18 @@ mod random {
         Delete(usize, bool),
         Tick(u64),
         Scavenge(i64),
+        /// A scavenge during which the n-th disk write from now fails (EIO), then a restart.
+        FaultyScavenge(u64),
         Crash,
     }
 
-    const METAS: [&str; 5] = [r#"{"$maxCount":2}"#, r#"{"$tb":3}"#, r#"{"$maxAge":20}"#, r#"{}"#, r#"{"$maxCount":1,"$maxAge":5}"#];
+    const METAS: [&str; 5] = [
+        r#"{"$maxCount":2}"#,
+        r#"{"$tb":3}"#,
+        r#"{"$maxAge":20}"#,
+        r#"{}"#,
+        r#"{"$maxCount":1,"$maxAge":5}"#,
+    ];
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
@@ -195,6 +224,7 @@ mod random {
             1 => (0usize..6, any::<bool>()).prop_map(|(s, h)| Op::Delete(s, h)),
             1 => (1u64..30).prop_map(Op::Tick),
             2 => prop_oneof![Just(-1i64), Just(0), Just(3)].prop_map(Op::Scavenge),
+            1 => (1u64..40).prop_map(Op::FaultyScavenge),
             1 => Just(Op::Crash),
         ]
     }
@@ -205,7 +235,12 @@ mod random {
         fn scavenges_and_crashes_never_change_what_readers_see(ops in proptest::collection::vec(op(), 1..70)) {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
-                let r = rig();
+                let mem = Arc::new(MemDisk::default());
+                let faults = annal_fault::DiskFaults::none();
+                let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+                let disk = Arc::new(annal_fault::FaultyDisk::new(mem.clone(), faults.clone()));
+                let env = Env::new(disk, clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), 5);
+                let r = Rig { env, clock, mem };
                 let mut c = cfg();
                 c.chunk_size = 4096;
                 c.memtable_max = 16;
@@ -232,6 +267,25 @@ mod random {
                             sc.start(StartOptions { threshold, ..StartOptions::default() }).await.unwrap();
                             sc.wait().await;
                             assert_eq!(visible(&s, now), before, "scavenge changed a read");
+                        }
+                        Op::FaultyScavenge(n) => {
+                            let before = visible(&s, now);
+                            faults.fail_write_after.store(n, std::sync::atomic::Ordering::SeqCst);
+                            // The run may fail at any phase (or a later write may); it must never
+                            // change what readers see, now or after a restart and another run.
+                            if sc.start(StartOptions::default()).await.is_ok() {
+                                sc.wait().await;
+                            }
+                            faults.fail_write_after.store(0, std::sync::atomic::Ordering::SeqCst);
+                            assert_eq!(visible(&s, now), before, "a failing scavenge changed a read");
+                            drop((sc, s));
+                            r.mem.crash();
+                            s = Store::open(&r.env, c.clone()).unwrap();
+                            sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+                            assert_eq!(visible(&s, now), before, "restart after a failed scavenge changed a read");
+                            sc.start(StartOptions::default()).await.unwrap();
+                            sc.wait().await;
+                            assert_eq!(visible(&s, now), before, "the resumed scavenge changed a read");
                         }
                         Op::Crash => {
                             let before = visible(&s, now);
