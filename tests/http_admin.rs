@@ -33,7 +33,15 @@ async fn scavenge_over_http() {
 
     // Credentials and parameters.
     assert_eq!(s.post("/admin/scavenge", "application/json", &[], b"{}").await.status, 401);
-    for bad in ["threads=5", "threads=0", "throttlePercent=0", "throttlePercent=101", "threads=2&throttlePercent=50", "threshold=x", "syncOnly=maybe"] {
+    for bad in [
+        "threads=5",
+        "threads=0",
+        "throttlePercent=0",
+        "throttlePercent=101",
+        "threads=2&throttlePercent=50",
+        "threshold=x",
+        "syncOnly=maybe",
+    ] {
         let r = s.post(&format!("/admin/scavenge?{bad}"), "application/json", &[OPS], b"{}").await;
         assert_eq!(r.status, 400, "{bad}: {}", r.reason);
     }
@@ -45,14 +53,30 @@ async fn scavenge_over_http() {
     // Reads unchanged, the deleted stream's events gone from $all, history written.
     let after = s.get("/streams/s2/0/forward/100", &[("accept", "application/json")]).await;
     assert_eq!(before.json()["entries"], after.json()["entries"]);
-    let hist = s.get(&format!("/streams/$scavenges-{id}/0/forward/50?embed=body"), &[OPS, ("accept", "application/json")]).await;
+    let hist = s
+        .get(
+            &format!("/streams/$scavenges-{id}/0/forward/50?embed=body"),
+            &[OPS, ("accept", "application/json")],
+        )
+        .await;
     assert_eq!(hist.status, 200, "{}", hist.reason);
-    let types: Vec<String> = hist.json()["entries"].as_array().unwrap().iter().map(|e| e["eventType"].as_str().unwrap().to_string()).collect();
+    let types: Vec<String> = hist.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["eventType"].as_str().unwrap().to_string())
+        .collect();
     // Feed entries are newest first.
     assert_eq!(types.first().map(String::as_str), Some("$scavengeCompleted"));
     assert_eq!(types.last().map(String::as_str), Some("$scavengeStarted"));
-    assert_eq!(s.get(&format!("/streams/$scavenges-{id}/0/forward/50"), &[("accept", "application/json")]).await.status, 401);
-    let all = s.get("/streams/$all/head/backward/4096?embed=body", &[ADMIN, ("accept", "application/json")]).await;
+    assert_eq!(
+        s.get(&format!("/streams/$scavenges-{id}/0/forward/50"), &[("accept", "application/json")])
+            .await
+            .status,
+        401
+    );
+    let all =
+        s.get("/streams/$all/head/backward/4096?embed=body", &[ADMIN, ("accept", "application/json")]).await;
     let s1_left = all.json()["entries"].as_array().unwrap().iter().filter(|e| e["streamId"] == "s1").count();
     assert_eq!(s1_left, 1, "only the tombstone of s1 stays");
 
@@ -83,14 +107,23 @@ async fn stop_answers_after_the_run_stopped_and_a_new_start_resumes() {
     assert_eq!(stopped.status, 200);
     assert_eq!(stopped.json(), serde_json::json!(id));
     assert_eq!(s.get("/admin/scavenge/current", &[OPS]).await.json()["scavengeId"], "");
-    let hist = s.get(&format!("/streams/$scavenges-{id}/head?embed=body"), &[OPS, ("accept", "application/json")]).await;
+    let hist = s
+        .get(&format!("/streams/$scavenges-{id}/head?embed=body"), &[OPS, ("accept", "application/json")])
+        .await;
     assert_eq!(hist.json()["result"], "Stopped", "{}", hist.text());
     // The next start resumes the stopped run and finishes it.
     let r = s.post("/admin/scavenge", "application/json", &[OPS], b"").await;
     assert_eq!(r.status, 200);
     wait_idle(&s).await;
     let id2 = r.json()["scavengeId"].as_str().unwrap().to_string();
-    let hist = s.get(&format!("/streams/$scavenges-{id2}/head?embed=body"), &[OPS, ("accept", "application/json")]).await;
-    let all = s.get(&format!("/streams/$scavenges-{id2}/0/forward/50?embed=body"), &[OPS, ("accept", "application/json")]).await;
+    let hist = s
+        .get(&format!("/streams/$scavenges-{id2}/head?embed=body"), &[OPS, ("accept", "application/json")])
+        .await;
+    let all = s
+        .get(
+            &format!("/streams/$scavenges-{id2}/0/forward/50?embed=body"),
+            &[OPS, ("accept", "application/json")],
+        )
+        .await;
     assert_eq!(hist.json()["result"], "Success", "{}", all.text());
 }

@@ -502,7 +502,9 @@ impl Index {
             self.state.write().unwrap_or_else(|e| e.into_inner()).tables = next;
             self.write_map()?;
             for t in replaced {
-                for p in [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))] {
+                for p in
+                    [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))]
+                {
                     if let Err(e) = self.env.disk.remove(&p) {
                         tracing::warn!(error = %e, path = %p.display(), "could not remove a rewritten index table");
                     }

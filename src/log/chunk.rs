@@ -208,7 +208,13 @@ mod tests {
         assert_eq!(ChunkHeader::decode(&b), Ok(h));
         b[20] ^= 1;
         assert!(ChunkHeader::decode(&b).is_err());
-        let f = ChunkFooter { logical_size: 4000, physical_size: 3000, posmap_entries: 2, data_crc: 77, posmap_crc: 5 };
+        let f = ChunkFooter {
+            logical_size: 4000,
+            physical_size: 3000,
+            posmap_entries: 2,
+            data_crc: 77,
+            posmap_crc: 5,
+        };
         let mut b = f.encode();
         assert_eq!(ChunkFooter::decode(&b), Ok(Some(f)));
         assert_eq!(ChunkFooter::decode(&[0; 128]), Ok(None));

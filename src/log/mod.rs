@@ -158,7 +158,11 @@ impl Chunk {
         self.file.read_exact_at(buf, HEADER_SIZE + offset).map_err(LogError::io("read", &self.path))
     }
     fn corrupt(&self, offset: u64, detail: impl std::fmt::Display) -> LogError {
-        LogError::Corrupt { file: self.path.clone(), offset: HEADER_SIZE + offset, detail: detail.to_string() }
+        LogError::Corrupt {
+            file: self.path.clone(),
+            offset: HEADER_SIZE + offset,
+            detail: detail.to_string(),
+        }
     }
     /// The data offset of the record at log position `pos`, if the chunk holds one there.
     fn offset_of(&self, base: u64, pos: u64) -> Option<u64> {
@@ -178,7 +182,9 @@ impl Chunk {
     fn after(&self, pos: u64, len: u64, span_end: u64) -> u64 {
         match &self.layout {
             Layout::Plain => pos + len,
-            Layout::Mapped { map, .. } => map.get(map.partition_point(|e| e.0 <= pos)).map(|e| e.0).unwrap_or(span_end),
+            Layout::Mapped { map, .. } => {
+                map.get(map.partition_point(|e| e.0 <= pos)).map(|e| e.0).unwrap_or(span_end)
+            }
         }
     }
     /// The last record before `pos`: its position and data offset (mapped chunks only).
@@ -493,7 +499,14 @@ impl Log {
             offset: 0,
             detail: d.into(),
         })?;
-        let c = Arc::new(Chunk { header, version: 0, path, file, data_end: AtomicU64::new(u64::MAX), layout: Layout::Plain });
+        let c = Arc::new(Chunk {
+            header,
+            version: 0,
+            path,
+            file,
+            data_end: AtomicU64::new(u64::MAX),
+            layout: Layout::Plain,
+        });
         self.chunks.write().unwrap_or_else(|e| e.into_inner()).insert(number, c.clone());
         Ok(c)
     }
@@ -703,9 +716,16 @@ impl Log {
     pub fn begin_scavenged(&self, start: u32, end: u32, version: u32) -> Result<ScavengedWriter, LogError> {
         let path = self.cfg.dir.join(chunk::file_name(start, version));
         let tmp = crate::env::tmp_path(&path);
-        let file = self.env.disk.open(&tmp, OpenMode::CreateTruncate).map_err(LogError::io("create", &tmp))?;
+        let file =
+            self.env.disk.open(&tmp, OpenMode::CreateTruncate).map_err(LogError::io("create", &tmp))?;
         let size = self.cfg.chunk_size;
-        let header = ChunkHeader { chunk_size: size, start, end, scavenged: true, id: *self.env.new_uuid().as_bytes() };
+        let header = ChunkHeader {
+            chunk_size: size,
+            start,
+            end,
+            scavenged: true,
+            id: *self.env.new_uuid().as_bytes(),
+        };
         file.write_all_at(&header.encode(), 0).map_err(LogError::io("write", &tmp))?;
         Ok(ScavengedWriter {
             header,
@@ -722,7 +742,13 @@ impl Log {
     }
 
     /// Writes a scavenged replacement holding `records` (see [`Log::begin_scavenged`]).
-    pub fn write_scavenged(&self, start: u32, end: u32, version: u32, records: &[Record]) -> Result<Arc<Chunk>, LogError> {
+    pub fn write_scavenged(
+        &self,
+        start: u32,
+        end: u32,
+        version: u32,
+        records: &[Record],
+    ) -> Result<Arc<Chunk>, LogError> {
         let mut w = self.begin_scavenged(start, end, version)?;
         let mut frame = Vec::new();
         for r in records {
@@ -847,7 +873,9 @@ impl ScavengedWriter {
         let io = LogError::io("write", &self.tmp);
         self.file
             .write_all_at(&pm, HEADER_SIZE + self.data_len)
-            .and_then(|_| self.file.write_all_at(&footer.encode(), HEADER_SIZE + self.data_len + pm.len() as u64))
+            .and_then(|_| {
+                self.file.write_all_at(&footer.encode(), HEADER_SIZE + self.data_len + pm.len() as u64)
+            })
             .and_then(|_| self.file.sync_data())
             .map_err(io)?;
         let disk = &*log.env.disk;
@@ -869,17 +897,23 @@ fn load_posmap(file: &dyn File, path: &Path, f: &ChunkFooter) -> Result<Layout, 
     let at = HEADER_SIZE + f.physical_size;
     let mut b = vec![0u8; f.posmap_entries as usize * 16];
     file.read_exact_at(&mut b, at).map_err(LogError::io("read position map", path))?;
-    let corrupt = |detail: &str| LogError::Corrupt { file: path.to_path_buf(), offset: at, detail: detail.into() };
+    let corrupt =
+        |detail: &str| LogError::Corrupt { file: path.to_path_buf(), offset: at, detail: detail.into() };
     if crc32fast::hash(&b) != f.posmap_crc {
         return Err(corrupt("position map checksum mismatch"));
     }
     let map: Vec<(u64, u64)> = b
         .chunks_exact(16)
         .map(|e| {
-            (u64::from_le_bytes(e[0..8].try_into().unwrap_or_default()), u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()))
+            (
+                u64::from_le_bytes(e[0..8].try_into().unwrap_or_default()),
+                u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()),
+            )
         })
         .collect();
-    if map.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 >= w[1].1) || map.last().is_some_and(|e| e.1 >= f.physical_size) {
+    if map.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 >= w[1].1)
+        || map.last().is_some_and(|e| e.1 >= f.physical_size)
+    {
         return Err(corrupt("position map is not ascending or points past the data"));
     }
     Ok(Layout::Mapped { map, data_len: f.physical_size })
@@ -970,7 +1004,9 @@ impl Scan<'_> {
                     self.pos = c.after(pos, len as u64, span_end);
                     return Ok(Some((r, self.buf.slice(at..at + len))));
                 }
-                Err(FrameError::Short { needed }) if needed as u64 <= avail && (at > 0 || self.buf.len() < needed) => {
+                Err(FrameError::Short { needed })
+                    if needed as u64 <= avail && (at > 0 || self.buf.len() < needed) =>
+                {
                     self.fill(&c, off, avail, SCAN_READ_BYTES.max(needed))?;
                 }
                 Err(e) => return Err(c.corrupt(off, e)),
@@ -1096,8 +1132,13 @@ impl LogWriter {
         let base = self.chunk.header.start as u64 * size;
         let used = self.pos - base;
         let crc = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
-        let footer =
-            ChunkFooter { logical_size: used, physical_size: used, posmap_entries: 0, data_crc: crc, posmap_crc: 0 };
+        let footer = ChunkFooter {
+            logical_size: used,
+            physical_size: used,
+            posmap_entries: 0,
+            data_crc: crc,
+            posmap_crc: 0,
+        };
         let c = &self.chunk;
         c.file
             .write_all_at(&footer.encode(), HEADER_SIZE + size)
@@ -1161,8 +1202,11 @@ impl LogWriter {
             .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
         self.log.committed.store(self.pos, Ordering::Release);
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
-        // shutdown, and after a crash recovery clamps it to writer.chk.
-        cps.chaser.write(self.pos as i64).map_err(LogError::io("write checkpoint", cps.chaser.path()))?;
+        // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable
+        // already, so failing to write it must not turn the commit into a reported failure.
+        if let Err(e) = cps.chaser.write(self.pos as i64) {
+            tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
+        }
         Ok(self.pos)
     }
 

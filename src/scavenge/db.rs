@@ -142,7 +142,8 @@ impl ScavengeDb {
 
     /// Writes the current state durably (a checkpoint).
     pub fn save(&self) -> Result<(), DbError> {
-        let body = serde_json::to_vec(&self.state).map_err(|e| DbError::Corrupt { path: self.path.clone(), detail: e.to_string() })?;
+        let body = serde_json::to_vec(&self.state)
+            .map_err(|e| DbError::Corrupt { path: self.path.clone(), detail: e.to_string() })?;
         let mut out = Vec::with_capacity(body.len() + 32);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT.to_le_bytes());
@@ -152,7 +153,9 @@ impl ScavengeDb {
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out.resize(out.len().div_ceil(self.page_size) * self.page_size, 0);
-        self.env.write_file_atomic(&self.path, &out).map_err(|source| DbError::Io { path: self.path.clone(), source })
+        self.env
+            .write_file_atomic(&self.path, &out)
+            .map_err(|source| DbError::Io { path: self.path.clone(), source })
     }
 
     /// Size of the file in bytes (for statistics).

@@ -163,19 +163,30 @@ impl Scavenger {
         let env = store.env().clone();
         let dir = store.config().index_dir.join("scavenging");
         let db = ScavengeDb::open(&env, &dir, cfg.page_size)?;
-        Ok(Arc::new(Scavenger { env, store, cfg, db: Mutex::new(db), current: Mutex::new(None), progress: Progress::default() }))
+        Ok(Arc::new(Scavenger {
+            env,
+            store,
+            cfg,
+            db: Mutex::new(db),
+            current: Mutex::new(None),
+            progress: Progress::default(),
+        }))
     }
 
     /// Validates start parameters (the spec's rules; 400 on violation).
     pub fn validate(o: &StartOptions) -> Result<(), ScavengeError> {
         if o.threads == 0 || o.threads > THREADS_MAX {
-            return Err(ScavengeError::InvalidParameter(format!("threads must be between 1 and {THREADS_MAX}")));
+            return Err(ScavengeError::InvalidParameter(format!(
+                "threads must be between 1 and {THREADS_MAX}"
+            )));
         }
         if o.throttle_percent == 0 || o.throttle_percent > 100 {
             return Err(ScavengeError::InvalidParameter("throttlePercent must be between 1 and 100".into()));
         }
         if o.throttle_percent != 100 && o.threads > 1 {
-            return Err(ScavengeError::InvalidParameter("throttlePercent must be 100 for a multi-threaded scavenge".into()));
+            return Err(ScavengeError::InvalidParameter(
+                "throttlePercent must be 100 for a multi-threaded scavenge".into(),
+            ));
         }
         if o.threshold < -1 {
             return Err(ScavengeError::InvalidParameter("threshold must be -1 or more".into()));
@@ -219,7 +230,9 @@ impl Scavenger {
         let (rid, stop, mut done) = {
             let cur = lock(&self.current);
             match cur.as_ref() {
-                Some(r) if (r.id == id || id == "current") && !*r.done.borrow() => (r.id.clone(), r.stop.clone(), r.done.clone()),
+                Some(r) if (r.id == id || id == "current") && !*r.done.borrow() => {
+                    (r.id.clone(), r.stop.clone(), r.done.clone())
+                }
                 _ => return Err(ScavengeError::NotFound),
             }
         };
@@ -244,7 +257,12 @@ impl Scavenger {
         self.env.blocking(move || f(&me)).await
     }
 
-    async fn run(self: &Arc<Self>, id: &str, opts: StartOptions, stop: &Arc<AtomicBool>) -> Result<Outcome, ScavengeError> {
+    async fn run(
+        self: &Arc<Self>,
+        id: &str,
+        opts: StartOptions,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Outcome, ScavengeError> {
         // Choose the point: resume, an unreached point, or a new one.
         let resume = lock(&self.db).state.run.clone();
         let run = match resume {
@@ -268,9 +286,9 @@ impl Scavenger {
                             Ok(())
                         })
                         .await?;
-                        self.blocking(|s| s.latest_point()).await?.ok_or(ScavengeError::Storage(StorageError::Io(
-                            "the new scavenge point cannot be read back".into(),
-                        )))?
+                        self.blocking(|s| s.latest_point()).await?.ok_or(ScavengeError::Storage(
+                            StorageError::Io("the new scavenge point cannot be read back".into()),
+                        ))?
                     }
                 };
                 Run {
@@ -289,7 +307,13 @@ impl Scavenger {
             db.state.run = Some(run);
             db.save()?;
         }
-        self.history(id, "$scavengeStarted", serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint}), true).await?;
+        self.history(
+            id,
+            "$scavengeStarted",
+            serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint}),
+            true,
+        )
+        .await?;
         loop {
             if stop.load(Ordering::SeqCst) {
                 return Ok(Outcome::Stopped);
@@ -312,7 +336,15 @@ impl Scavenger {
                 }
                 Some(Phase::Merging) => {
                     let merge = self.cfg.merge;
-                    let events = self.blocking(move |s| if merge { s.merge() } else { s.advance(Phase::Indexing).map(|_| Vec::new()) }).await?;
+                    let events = self
+                        .blocking(move |s| {
+                            if merge {
+                                s.merge()
+                            } else {
+                                s.advance(Phase::Indexing).map(|_| Vec::new())
+                            }
+                        })
+                        .await?;
                     for e in events {
                         self.history(id, "$scavengeMergeCompleted", e, false).await?;
                     }
@@ -336,7 +368,12 @@ impl Scavenger {
                     .ok()
                     .and_then(|v| v.get("threshold").and_then(|t| t.as_i64()))
                     .unwrap_or(0);
-                Ok(Some(Point { number: e.event_number, position: e.position, effective_now_us: e.timestamp_us, threshold }))
+                Ok(Some(Point {
+                    number: e.event_number,
+                    position: e.position,
+                    effective_now_us: e.timestamp_us,
+                    threshold,
+                }))
             }
             Ok(None) | Err(crate::store::ReadError::NoStream) => Ok(None),
             Err(e) => Err(ScavengeError::Storage(StorageError::Io(e.to_string()))),
@@ -404,7 +441,8 @@ impl Scavenger {
         let state = &mut db.state;
         for r in recs {
             let Record::Event(e) = r else { continue };
-            let bytes = crate::log::record::event_frame_len(&e.stream, &e.event_type, e.data.len(), e.metadata.len());
+            let bytes =
+                crate::log::record::event_frame_len(&e.stream, &e.event_type, e.data.len(), e.metadata.len());
             self.progress.bytes_processed.fetch_add(bytes, Ordering::Relaxed);
             let c = (e.log_position / size) as u32;
             let ts = state.chunk_ts.entry(c).or_insert((e.timestamp_us, e.timestamp_us));
@@ -426,7 +464,11 @@ impl Scavenger {
                 }
             }
             if let Some(x) = e.stream.strip_prefix("$$").filter(|x| !x.starts_with("$$")) {
-                state.streams.entry(x.to_string()).or_default().metadata(e.event_number, e.is_json(), &e.data);
+                state.streams.entry(x.to_string()).or_default().metadata(
+                    e.event_number,
+                    e.is_json(),
+                    &e.data,
+                );
             }
             if e.is_tombstone() {
                 state.streams.entry(e.stream.clone()).or_default().tombstoned = true;
@@ -446,12 +488,14 @@ impl Scavenger {
         let mut rules = BTreeMap::new();
         let mut weights: BTreeMap<u32, u64> = BTreeMap::new();
         for (x, f) in &facts {
-            let last = if f.tombstoned { i64::MAX } else { self.store.last_event_before(x, point.position)? };
+            let last =
+                if f.tombstoned { i64::MAX } else { self.store.last_event_before(x, point.position)? };
             let r = plan::rule(f, last, point.effective_now_us);
             for e in index.range(index.hash(x), 0, r.maybe_below.max(r.discard_below).saturating_sub(1))? {
                 if e.position < point.position {
                     let c = (e.position / size) as u32;
-                    *weights.entry(c).or_default() += plan::weight(&r, e.event_number, chunk_ts.get(&c).copied());
+                    *weights.entry(c).or_default() +=
+                        plan::weight(&r, e.event_number, chunk_ts.get(&c).copied());
                 }
             }
             let meta = format!("$${x}");
@@ -473,7 +517,12 @@ impl Scavenger {
     }
 
     /// Chunk execution with `threads` workers and throttling. Returns false when stopped.
-    async fn execute(self: &Arc<Self>, id: &str, opts: StartOptions, stop: &Arc<AtomicBool>) -> Result<bool, ScavengeError> {
+    async fn execute(
+        self: &Arc<Self>,
+        id: &str,
+        opts: StartOptions,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<bool, ScavengeError> {
         let (todo, threshold) = {
             let db = lock(&self.db);
             let run = db.state.run.as_ref().ok_or(ScavengeError::NotFound)?;
@@ -570,8 +619,11 @@ impl Scavenger {
         if threshold >= 0 && weight as i64 <= threshold {
             return Ok((false, 0));
         }
-        let (old, lo, hi) = log.chunk_range(start as u64 * size).ok_or(StorageError::Io(format!("chunk {start} is gone")))?;
-        let mut w = log.begin_scavenged(old.header.start, old.header.end, old.version + 1).map_err(StorageError::from)?;
+        let (old, lo, hi) =
+            log.chunk_range(start as u64 * size).ok_or(StorageError::Io(format!("chunk {start} is gone")))?;
+        let mut w = log
+            .begin_scavenged(old.header.start, old.header.end, old.version + 1)
+            .map_err(StorageError::from)?;
         let mut scan = log.scan(lo).until(hi);
         let mut total = 0usize;
         while let Some(item) = scan.next_with_frame() {
@@ -612,7 +664,10 @@ impl Scavenger {
         let mut bytes = 0u64;
         for c in chunks {
             let len = c.file_len();
-            if c.is_scavenged() && bytes + len <= size && cur.last().is_none_or(|p| p.header.end + 1 == c.header.start) {
+            if c.is_scavenged()
+                && bytes + len <= size
+                && cur.last().is_none_or(|p| p.header.end + 1 == c.header.start)
+            {
                 bytes += len;
                 cur.push(c);
             } else {
@@ -654,7 +709,8 @@ impl Scavenger {
     fn execute_index(&self) -> Result<serde_json::Value, ScavengeError> {
         let t0 = self.env.clock.monotonic();
         let log = self.store.log().clone();
-        let (removed, kept) = self.store.index().retain(|e| log.contains(e.position)).map_err(StorageError::from)?;
+        let (removed, kept) =
+            self.store.index().retain(|e| log.contains(e.position)).map_err(StorageError::from)?;
         self.progress.index_entries_removed.fetch_add(removed, Ordering::Relaxed);
         self.advance(Phase::Cleaning)?;
         Ok(serde_json::json!({"level": 0, "index": 0, "timeTaken": timespan(self.env.clock.monotonic() - t0),
@@ -697,11 +753,19 @@ impl Scavenger {
     }
 
     /// Appends a history event to `$scavenges-{id}` (and a link from `$scavenges` when `linked`).
-    async fn history(self: &Arc<Self>, id: &str, ty: &'static str, data: serde_json::Value, linked: bool) -> Result<(), ScavengeError> {
+    async fn history(
+        self: &Arc<Self>,
+        id: &str,
+        ty: &'static str,
+        data: serde_json::Value,
+        linked: bool,
+    ) -> Result<(), ScavengeError> {
         let stream = format!("$scavenges-{id}");
         let days = self.cfg.history_max_age_days;
         self.blocking(move |s| {
-            let meta = Bytes::from(serde_json::json!({"$maxAge": days * 86_400, "$acl": {"$r": "$ops"}}).to_string());
+            let meta = Bytes::from(
+                serde_json::json!({"$maxAge": days * 86_400, "$acl": {"$r": "$ops"}}).to_string(),
+            );
             for st in [stream.as_str(), "$scavenges"] {
                 if s.store.stream_state(&format!("$${st}"))?.last < 0 {
                     s.store.set_metadata(st, ANY, *s.env.new_uuid().as_bytes(), meta.clone())?;

@@ -42,7 +42,8 @@ impl StreamFacts {
             return;
         }
         self.meta_last = Some(n);
-        let m = if is_json && !data.is_empty() { StreamMetadata::parse(data) } else { StreamMetadata::default() };
+        let m =
+            if is_json && !data.is_empty() { StreamMetadata::parse(data) } else { StreamMetadata::default() };
         self.max_age_secs = m.max_age_secs;
         self.max_count = m.max_count;
         self.truncate_before = m.truncate_before;
@@ -68,7 +69,13 @@ pub struct Rule {
 /// point's EffectiveNow.
 pub fn rule(f: &StreamFacts, last: i64, effective_now_us: i64) -> Rule {
     if f.tombstoned {
-        return Rule { discard_below: TOMBSTONE, maybe_below: TOMBSTONE, cutoff_us: None, meta_discard_below: i64::MAX, tombstoned: true };
+        return Rule {
+            discard_below: TOMBSTONE,
+            maybe_below: TOMBSTONE,
+            cutoff_us: None,
+            meta_discard_below: i64::MAX,
+            tombstoned: true,
+        };
     }
     let mut below = f.truncate_before.unwrap_or(0).max(0);
     if let Some(c) = f.max_count {
@@ -78,7 +85,13 @@ pub fn rule(f: &StreamFacts, last: i64, effective_now_us: i64) -> Rule {
     let below = below.min(last.max(0));
     let cutoff_us = f.max_age_secs.map(|s| effective_now_us.saturating_sub(s.saturating_mul(1_000_000)));
     let maybe_below = if cutoff_us.is_some() { last.max(0) } else { below };
-    Rule { discard_below: below, maybe_below, cutoff_us, meta_discard_below: f.meta_last.unwrap_or(0), tombstoned: false }
+    Rule {
+        discard_below: below,
+        maybe_below,
+        cutoff_us,
+        meta_discard_below: f.meta_last.unwrap_or(0),
+        tombstoned: false,
+    }
 }
 
 /// Whether an event record of `x` (or of `$$x` when `is_meta`) is discarded under `r`.
@@ -120,7 +133,12 @@ mod tests {
 
     #[test]
     fn max_count_and_age() {
-        let f = StreamFacts { max_count: Some(3), max_age_secs: Some(10), meta_last: Some(2), ..StreamFacts::default() };
+        let f = StreamFacts {
+            max_count: Some(3),
+            max_age_secs: Some(10),
+            meta_last: Some(2),
+            ..StreamFacts::default()
+        };
         let r = rule(&f, 9, 100_000_000);
         assert_eq!(r.discard_below, 7);
         assert!(discards(&r, false, 6, 99_000_000, false));

@@ -865,7 +865,8 @@ impl Store {
                 }
             }
             WriteOp::ScavengePoint { threshold } => {
-                let data = if *threshold == 0 { "{}".to_string() } else { format!("{{\"threshold\":{threshold}}}") };
+                let data =
+                    if *threshold == 0 { "{}".to_string() } else { format!("{{\"threshold\":{threshold}}}") };
                 let ev = NewEvent {
                     id: *self.env.new_uuid().as_bytes(),
                     event_type: "$scavengePoint".into(),
@@ -876,7 +877,15 @@ impl Store {
                 let n = self.state_in(overlay, SCAVENGE_POINTS)?.last + 1;
                 let pos = self.stage_events(w, overlay, SCAVENGE_POINTS, &[ev], now, staged, false)?;
                 w.complete_now().map_err(StorageError::from)?;
-                Ok((WriteResult { first_event_number: n, last_event_number: n, position: Some(pos), commit_position: 0 }, true))
+                Ok((
+                    WriteResult {
+                        first_event_number: n,
+                        last_event_number: n,
+                        position: Some(pos),
+                        commit_position: 0,
+                    },
+                    true,
+                ))
             }
             WriteOp::Delete { stream, expected, hard } => {
                 engine::validate_name(stream)?;
