@@ -42,6 +42,8 @@ pub struct OptionSpec {
 }
 
 const PROJECTIONS: &[&str] = &["None", "System", "All"];
+/// Default chunk size with `--mem-db`.
+pub const MEM_DB_CHUNK_SIZE: u64 = 16 * 1024 * 1024;
 
 /// Every option the node understands.
 pub const OPTIONS: &[OptionSpec] = &[
@@ -99,7 +101,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         group: "Database",
         kind: Kind::Bool,
         default: "false",
-        help: "Keep the database in memory only (lost on exit).",
+        help: "Keep the database in memory only (lost on exit); chunks default to 16 MiB then.",
     },
     OptionSpec {
         name: "ChunkSize",
@@ -515,7 +517,11 @@ impl Config {
             s if s.is_empty() => db.join("index"),
             s => PathBuf::from(s),
         };
-        let chunk_size = int("ChunkSize");
+        let mut chunk_size = int("ChunkSize");
+        if flag("MemDb") && values.get("ChunkSize").is_some_and(|(_, src)| *src == Source::Default) {
+            // In memory, every chunk (and the one pre-allocated ahead) is resident: keep them small.
+            chunk_size = MEM_DB_CHUNK_SIZE;
+        }
         if !(crate::log::MIN_CHUNK_SIZE..=u32::MAX as u64).contains(&chunk_size) {
             return Err(ConfigError::Invalid {
                 option: "ChunkSize".into(),

@@ -95,6 +95,9 @@ struct DiskState {
 #[derive(Default)]
 pub struct MemDisk {
     state: Mutex<DiskState>,
+    /// No crash model: nothing durable is tracked, syncs are free (`--mem-db`, where the data
+    /// dies with the process anyway and a second copy of every chunk would only cost memory).
+    volatile: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,6 +109,11 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 impl MemDisk {
+    /// A disk without a crash model (see the `volatile` field), for `--mem-db`.
+    pub fn volatile() -> MemDisk {
+        MemDisk { volatile: true, ..MemDisk::default() }
+    }
+
     /// Simulates a power loss: unsynced bytes and unsynced directory changes vanish.
     pub fn crash(&self) {
         let mut st = lock(&self.state);
@@ -210,6 +218,7 @@ impl MemDisk {
 struct MemFile {
     data: Arc<Mutex<FileData>>,
     writable: bool,
+    volatile: bool,
 }
 
 impl File for MemFile {
@@ -229,10 +238,15 @@ impl File for MemFile {
         }
         let mut f = lock(&self.data);
         write_into(&mut f.current, offset as usize, buf);
-        f.pending.push(PendingOp::Write { off: offset, data: buf.to_vec() });
+        if !self.volatile {
+            f.pending.push(PendingOp::Write { off: offset, data: buf.to_vec() });
+        }
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
+        if self.volatile {
+            return Ok(());
+        }
         let mut guard = lock(&self.data);
         let f = &mut *guard;
         for op in f.pending.drain(..) {
@@ -247,7 +261,9 @@ impl File for MemFile {
         }
         let mut f = lock(&self.data);
         f.current.resize(len as usize, 0);
-        f.pending.push(PendingOp::SetLen(len));
+        if !self.volatile {
+            f.pending.push(PendingOp::SetLen(len));
+        }
         Ok(())
     }
     fn len(&self) -> io::Result<u64> {
@@ -287,7 +303,7 @@ impl Disk for MemDisk {
                 id
             }
         };
-        Ok(Arc::new(MemFile { data: st.files[&id].clone(), writable: mode != OpenMode::Read }))
+        Ok(Arc::new(MemFile { data: st.files[&id].clone(), writable: mode != OpenMode::Read, volatile: self.volatile }))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);

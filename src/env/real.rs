@@ -284,7 +284,7 @@ pub fn read_os_stats() -> OsStats {
 pub fn env_with_memory_disk() -> Env {
     let e = env();
     Env::new(
-        Arc::new(super::mem::MemDisk::default()),
+        Arc::new(super::mem::MemDisk::volatile()),
         e.clock.clone(),
         e.net.clone(),
         e.rt.clone(),
