@@ -48,16 +48,20 @@ pub enum Bug {
     IdempotentWithoutIds,
     /// A failed background index flush panics instead of being retried later.
     PanicOnIndexFlushError,
+    /// Recovery takes the end of the log from `chaser.chk` (not synced per commit) instead of
+    /// `writer.chk`, silently dropping acknowledged appends after a power loss.
+    RecoverToChaser,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
         Bug::IdempotentWithoutIds,
         Bug::PanicOnIndexFlushError,
+        Bug::RecoverToChaser,
     ];
 
     /// The switch's command-line name.
@@ -68,6 +72,7 @@ impl Bug {
             Bug::SkipChunkDirFsync => "skip-chunk-dir-fsync",
             Bug::IdempotentWithoutIds => "idempotent-without-ids",
             Bug::PanicOnIndexFlushError => "panic-on-index-flush-error",
+            Bug::RecoverToChaser => "recover-to-chaser",
         }
     }
 

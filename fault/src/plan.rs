@@ -174,8 +174,13 @@ impl FaultPlan {
     pub fn from_seed(seed: u64, duration: Duration, client_hosts: usize) -> FaultPlan {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_0000_5eed_0000);
         let calm = rng.gen_ratio(1, 16);
-        let kinds: Vec<FaultKind> =
-            FaultKind::ALL.into_iter().filter(|_| rng.gen_bool(0.5)).filter(|_| !calm).collect();
+        // Kinds that destroy committed data are rarer (15% each), so about half the seeds also
+        // check that the node comes back after the faults (liveness); the others are on half the time.
+        let kinds: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| rng.gen_bool(if k.destructive() { 0.15 } else { 0.5 }))
+            .filter(|_| !calm)
+            .collect();
         let on = |k| kinds.contains(&k);
         let mut disk = DiskRates::default();
         if on(FaultKind::DiskEio) {
@@ -276,6 +281,8 @@ mod tests {
         assert_eq!(FaultPlan::from_seed(3, d, 4), FaultPlan::from_seed(3, d, 4));
         let plans: Vec<FaultPlan> = (0..200).map(|s| FaultPlan::from_seed(s, d, 4)).collect();
         assert!(plans.iter().any(|p| p.kinds.is_empty()), "some seeds are calm");
+        let destructive = plans.iter().filter(|p| p.destructive()).count();
+        assert!((60..140).contains(&destructive), "{destructive} of 200 plans destroy data");
         for k in FaultKind::ALL {
             assert!(plans.iter().any(|p| p.has(k)), "{k:?} is on for some seed");
             assert!(plans.iter().any(|p| !p.has(k)), "{k:?} is off for some seed");

@@ -65,7 +65,13 @@ pub fn check(history: &History, final_reads: &[usize], streams: usize, liveness:
     names.sort();
     names.dedup();
     for s in names {
-        match linearize(history, s, budget) {
+        let verbose = std::env::var_os("ANNAL_SIM_CHECK_DEBUG").is_some();
+        if verbose {
+            let ops = stream_ops(history, s, final_reads);
+            let unknown = ops.iter().filter(|o| o.ret == u64::MAX).count();
+            eprintln!("checking {s}: {} ops, {unknown} optional", ops.len());
+        }
+        match linearize(history, s, final_reads, budget) {
             Search::Ok(n) => r.explored += n,
             Search::Inconclusive(n) => {
                 r.explored += n;
@@ -115,7 +121,7 @@ fn acked_not_lost(h: &History, r: &mut Report) {
             continue;
         }
         let got: HashSet<[u8; 16]> = match &read.outcome {
-            Outcome::Read { events } => events.iter().map(|e| e.id).collect(),
+            Outcome::Read { events } if events.len() < FULL_READ => events.iter().map(|e| e.id).collect(),
             Outcome::NoStream => HashSet::new(),
             _ => continue,
         };
@@ -234,22 +240,40 @@ fn log_len(m: &Model) -> u64 {
     m.read_all_backward(None, 1).first().map_or(0, |r| r.position + 1)
 }
 
-fn fingerprint(m: &Model, bits: &[u64], remembered: &[usize]) -> (u64, u64) {
+/// Mixes one applied operation into a frame's fingerprint: the model's state is a function of the
+/// sequence of operations that changed it (and of the restarts between them).
+fn mix(fp: u64, i: usize) -> u64 {
+    let mut x = fp ^ (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn bits_hash(bits: &[u64]) -> u64 {
     let mut h = DefaultHasher::new();
-    for r in m.read_all_forward(None, usize::MAX) {
-        (r.stream, r.event_number, r.id, r.event_type, r.data).hash(&mut h);
+    bits.hash(&mut h);
+    h.finish()
+}
+
+/// Cheap necessary conditions for `out` to be the model's answer to a write, checked before the
+/// model is cloned to apply it (unknown outcomes are never rejected).
+fn quick_reject(m: &Model, stream: &str, kind: &OpKind, out: &Outcome) -> bool {
+    let last = m.last_event_number(stream);
+    let tomb = last == annal_model::TOMBSTONE_EVENT_NUMBER;
+    match (kind, out) {
+        (OpKind::Append { .. }, Outcome::WrongVersion { current: Some(c) }) => tomb || last != *c,
+        (OpKind::Append { .. }, Outcome::Appended { first: Some(f) }) => tomb || *f > last + 1,
+        (OpKind::Append { .. }, Outcome::Appended { .. }) => tomb,
+        (OpKind::Delete { .. }, Outcome::DeleteDone) => tomb,
+        _ => false,
     }
-    remembered.hash(&mut h);
-    let mut b = DefaultHasher::new();
-    bits.hash(&mut b);
-    (h.finish(), b.finish())
 }
 
 struct Frame {
-    model: Model,
+    model: std::rc::Rc<Model>,
     bits: Vec<u64>,
     done: usize,
-    remembered: Vec<usize>,
+    fp: u64,
     cands: Vec<usize>,
     next: usize,
 }
@@ -262,9 +286,49 @@ fn candidates(ops: &[COp], bits: &[u64]) -> Vec<usize> {
     c
 }
 
-fn linearize(h: &History, stream: &str, budget: u64) -> Search {
-    let ops: Vec<COp> = h
-        .ops
+/// The ids of an append (empty for other operations).
+fn ids_of(kind: &OpKind) -> Vec<[u8; 16]> {
+    match kind {
+        OpKind::Append { events, .. } => events.iter().map(|e| e.id).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The operations of `stream` the search needs, with unknown writes narrowed down where reads
+/// settle them: in a stream that is never deleted, an unknown append whose events are missing
+/// from the final read (after every fault was healed and the node restarted, so no request can
+/// still be in flight) never took effect and is dropped; one whose events some read returned, and
+/// whose ids no other operation carries, took effect before that read completed.
+fn stream_ops<'a>(h: &'a History, stream: &str, final_reads: &[usize]) -> Vec<COp<'a>> {
+    let mine = || h.ops.iter().filter(move |o| o.stream == stream);
+    let deleted = mine().any(|o| matches!(o.kind, OpKind::Delete { .. }));
+    let final_ids: Option<HashSet<[u8; 16]>> = final_reads
+        .iter()
+        .map(|&i| &h.ops[i])
+        .filter(|o| o.stream == stream)
+        .find_map(|o| match &o.outcome {
+            // Only a read that reached the end of the stream shows everything it holds.
+            Outcome::Read { events } if events.len() < FULL_READ => Some(events.iter().map(|e| e.id).collect()),
+            Outcome::NoStream => Some(HashSet::new()),
+            _ => None,
+        })
+        .filter(|_| !deleted);
+    let mut carriers: BTreeMap<[u8; 16], usize> = BTreeMap::new();
+    for o in mine() {
+        for id in ids_of(&o.kind) {
+            *carriers.entry(id).or_default() += 1;
+        }
+    }
+    let mut seen_by: BTreeMap<[u8; 16], u64> = BTreeMap::new();
+    for o in mine() {
+        if let Outcome::Read { events } = &o.outcome {
+            for e in events {
+                let t = seen_by.entry(e.id).or_insert(u64::MAX);
+                *t = (*t).min(o.complete);
+            }
+        }
+    }
+    h.ops
         .iter()
         .filter(|o| o.stream == stream || o.kind == OpKind::Restart)
         .filter(|o| match &o.outcome {
@@ -272,15 +336,57 @@ fn linearize(h: &History, stream: &str, budget: u64) -> Search {
             Outcome::Pending | Outcome::Unknown(_) => o.kind.is_write(),
             _ => true,
         })
-        .map(|o| COp { op: o, inv: o.invoke, ret: o.complete })
-        .collect();
+        .filter_map(|o| {
+            let unknown = o.complete == u64::MAX;
+            let ids = ids_of(&o.kind);
+            if !unknown || ids.is_empty() {
+                return Some(COp { op: o, inv: o.invoke, ret: o.complete });
+            }
+            if let Some(f) = &final_ids {
+                if ids.iter().all(|id| !f.contains(id)) {
+                    return None;
+                }
+            }
+            let unique = ids.iter().all(|id| carriers.get(id) == Some(&1));
+            let seen = ids.iter().filter_map(|id| seen_by.get(id)).min().copied();
+            let ret = match seen {
+                Some(t) if unique => t.max(o.invoke),
+                _ => u64::MAX,
+            };
+            Some(COp { op: o, inv: o.invoke, ret })
+        })
+        .collect()
+}
+
+fn linearize(h: &History, stream: &str, final_reads: &[usize], budget: u64) -> Search {
+    let ops = stream_ops(h, stream, final_reads);
+    // Event numbers are permanent: once any read showed id Y at number n, a linearization that
+    // writes anything else at n is dead (that read cannot be explained on either side of it).
+    let mut observed: BTreeMap<i64, [u8; 16]> = BTreeMap::new();
+    for o in h.ops.iter().filter(|o| o.stream == stream) {
+        if let Outcome::Read { events } = &o.outcome {
+            for e in events {
+                if let Some(prev) = observed.insert(e.number, e.id) {
+                    if prev != e.id {
+                        return Search::Fail(format!(
+                            "stream {stream}: event number {} was served with two different ids ({} and {}), last by {o}",
+                            e.number,
+                            uuid::Uuid::from_bytes(prev),
+                            uuid::Uuid::from_bytes(e.id)
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let finite = ops.iter().filter(|o| o.ret != u64::MAX).count();
     let words = ops.len().div_ceil(64).max(1);
     let bits = vec![0u64; words];
     let mut stack =
-        vec![Frame { model: Model::new(), cands: candidates(&ops, &bits), bits, done: 0, remembered: Vec::new(), next: 0 }];
+        vec![Frame { model: std::rc::Rc::new(Model::new()), cands: candidates(&ops, &bits), bits, done: 0, fp: 0, next: 0 }];
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
     let mut explored = 0u64;
+    let mut work = 0u64;
     let mut deepest: (usize, Vec<String>) = (0, Vec::new());
     loop {
         let Some(top) = stack.last_mut() else {
@@ -296,37 +402,71 @@ fn linearize(h: &History, stream: &str, budget: u64) -> Search {
         let i = top.cands[top.next];
         top.next += 1;
         let o = &ops[i];
-        let mut model = top.model.clone();
-        let before = log_len(&model);
-        let out = apply(&mut model, stream, &o.op.kind);
-        if let Err(why) = consistent(&o.op.kind, &o.op.outcome, &out) {
-            if top.done >= deepest.0 {
-                if top.done > deepest.0 {
-                    deepest = (top.done, Vec::new());
+        let reject = |deepest: &mut (usize, Vec<String>), done: usize, why: String| {
+            if done >= deepest.0 {
+                if done > deepest.0 {
+                    *deepest = (done, Vec::new());
                 }
                 deepest.1.push(format!("{}   <- {why}", o.op));
             }
+        };
+        let is_read = matches!(o.op.kind, OpKind::ReadForward { .. } | OpKind::ReadBackward { .. });
+        if !is_read && quick_reject(&top.model, stream, &o.op.kind, &o.op.outcome) {
+            let last = top.model.last_event_number(stream);
+            reject(&mut deepest, top.done, format!("model: current version {last}"));
             continue;
+        }
+        // Reads do not change the model: evaluate them on the frame's model without a copy.
+        let (model, out, before, after) = if is_read {
+            let m = top.model.clone();
+            let out = match &o.op.kind {
+                OpKind::ReadForward { from, count } => ModelOut::Read(m.read_forward(stream, *from, *count, false, 0)),
+                OpKind::ReadBackward { count } => ModelOut::Read(m.read_backward(stream, -1, *count, false, 0)),
+                _ => unreachable!("is_read"),
+            };
+            (m, out, 0, 0)
+        } else {
+            let mut m = (*top.model).clone();
+            let before = log_len(&m);
+            let out = apply(&mut m, stream, &o.op.kind);
+            let after = log_len(&m);
+            (std::rc::Rc::new(m), out, before, after)
+        };
+        if let Err(why) = consistent(&o.op.kind, &o.op.outcome, &out) {
+            reject(&mut deepest, top.done, why);
+            continue;
+        }
+        // An optional write that changes nothing here is as good as one that never happens: skip it
+        // (it stays a candidate for later).
+        if o.ret == u64::MAX && after == before {
+            continue;
+        }
+        if let (ModelOut::Append(Ok(a)), true) = (&out, after > before) {
+            let ids = ids_of(&o.op.kind);
+            let clash = (a.first_event_number..=a.last_event_number)
+                .zip(&ids)
+                .find(|(n, id)| observed.get(n).is_some_and(|seen| seen != *id));
+            if let Some((n, _)) = clash {
+                reject(&mut deepest, top.done, format!("would write event {n}, which reads showed with another id"));
+                continue;
+            }
         }
         let mut bits = top.bits.clone();
         bits[i / 64] |= 1 << (i % 64);
-        let mut remembered = top.remembered.clone();
-        if o.op.kind == OpKind::Restart {
-            remembered.clear();
-        } else if matches!(o.op.kind, OpKind::Append { .. }) && log_len(&model) > before {
-            remembered.push(i);
-            remembered.sort_unstable();
-        }
-        if !seen.insert(fingerprint(&model, &bits, &remembered)) {
+        let fp = if after > before || o.op.kind == OpKind::Restart { mix(top.fp, i) } else { top.fp };
+        if !seen.insert((fp, bits_hash(&bits))) {
             continue;
         }
         explored += 1;
-        if explored > budget {
+        // The budget counts copies of the model, weighted by its size, so long streams do not
+        // make the search slow before it gives up (deterministically).
+        work += 1 + after / 64;
+        if explored > budget || work > budget.saturating_mul(16) {
             return Search::Inconclusive(explored);
         }
         let done = top.done + (o.ret != u64::MAX) as usize;
         let cands = candidates(&ops, &bits);
-        stack.push(Frame { model, bits, done, remembered, cands, next: 0 });
+        stack.push(Frame { model, bits, done, fp, cands, next: 0 });
     }
 }
 

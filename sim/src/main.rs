@@ -93,11 +93,12 @@ fn main() -> ExitCode {
         "run" => {
             let s = campaign::swarm(&[a.seed], 1, opts, |_| {});
             let r = s.failed.first();
-            if a.trace {
-                let again = run(&opts(a.seed));
+            let again = a.trace.then(|| run(&opts(a.seed)));
+            if let Some(again) = &again {
                 for l in &again.trace {
                     println!("{l}");
                 }
+                println!("checks took {:.2} s of the run's wall time", again.check_wall.as_secs_f64());
             }
             println!(
                 "seed {}: {} ops, simulated {:.1} s in {:.2} s wall ({:.0}x real time)",

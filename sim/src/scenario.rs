@@ -108,6 +108,8 @@ pub struct RunResult {
     pub sim_time: Duration,
     /// Streams whose linearizability search ran out of budget.
     pub inconclusive: Vec<String>,
+    /// Wall-clock time of the checks (not part of the trace).
+    pub check_wall: Duration,
 }
 
 impl RunResult {
@@ -536,7 +538,8 @@ pub fn run(opts: &Options) -> RunResult {
     annal::buggify::set_bugs(&[]);
     let history = shared.history.borrow();
     let finals = shared.final_reads.borrow().clone();
-    let report = crate::checker::check(&history, &finals, wl.streams, !plan.destructive(), opts.budget);
+    let report = timed(|| crate::checker::check(&history, &finals, wl.streams, !plan.destructive(), opts.budget));
+    let (report, check_wall) = report;
     failures.extend(report.failures);
     let trace = shared.trace.lines();
     RunResult {
@@ -549,7 +552,16 @@ pub fn run(opts: &Options) -> RunResult {
         disk_faults: faults.injected(),
         sim_time,
         inconclusive: report.inconclusive,
+        check_wall,
     }
+}
+
+// Measures how long the checks take (a figure for the operator, never part of the trace).
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = std::time::Instant::now();
+    let r = f();
+    (r, t.elapsed())
 }
 
 fn sim_builder(opts: &Options, seed: u64, latency: Duration) -> turmoil::Builder {

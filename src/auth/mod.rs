@@ -201,6 +201,21 @@ impl Auth {
         Ok(acl::decide(principal, base, op, &meta, &settings))
     }
 
+    /// [`Auth::check`] from cached state only: `None` when the stream's metadata or the settings
+    /// are not cached (the caller then runs [`Auth::check`] where it may block).
+    pub fn check_cached(&self, principal: Option<&Principal>, stream: &str, op: Operation) -> Option<Access> {
+        let Some((base, op)) = acl::governing(stream, op) else {
+            return Some(Access { allowed: false, public: false });
+        };
+        let meta = self.store.stream_state_cached(base)?.meta;
+        let last = self.store.stream_state_cached("$settings")?.last;
+        let settings = match lock(&self.settings).as_ref() {
+            Some((n, s)) if *n == last => s.clone(),
+            _ => return None,
+        };
+        Some(acl::decide(principal, base, op, &meta, &settings))
+    }
+
     /// New password material: `(salt, hash, iterations)`.
     fn hash_password(&self, password: &str) -> (Vec<u8>, Vec<u8>, u32) {
         let mut salt = vec![0u8; password::SALT_BYTES];

@@ -7,8 +7,8 @@
 //!   across node restarts, since one clock outlives the node's incarnations); wall time is a seeded
 //!   base plus elapsed time plus injected jumps ([`SimClock::jump`], which may go backwards).
 //! - [`SimNet`]: TCP over `turmoil::net`, so partitions, held links and latency apply.
-//! - [`SimRuntime`]: tasks are spawned on the host's tokio runtime (dropped when turmoil crashes
-//!   the host); timers follow its paused clock; `blocking` and `background` work runs inline, on
+//! - [`SimRuntime`]: tasks are spawned on the host's `LocalSet` (dropped, in spawn order, when
+//!   turmoil crashes the host); timers follow its paused clock; `blocking` and `background` work runs inline, on
 //!   the simulation thread, so a seed replays exactly. A simulated slow disk is a delay *after*
 //!   the inline work (the caller waits in simulated time; nothing else is held up).
 //! - After a panic was reported on this thread ([`halt`]) no further blocking or background work
@@ -128,8 +128,11 @@ pub struct SimRuntime {
 }
 
 impl Runtime for SimRuntime {
+    // On the host's LocalSet, not the runtime's task list: tokio shards that list by a
+    // process-wide task id, so the order in which a crash drops tasks (and their sockets send
+    // FIN/RST) would depend on what else ran in the process. The LocalSet keeps one list.
     fn spawn(&self, fut: BoxFuture<'static, ()>) {
-        tokio::spawn(fut);
+        tokio::task::spawn_local(fut);
     }
     // Timers follow the host runtime's paused clock, which turmoil advances.
     #[allow(clippy::disallowed_methods)]

@@ -332,3 +332,415 @@ pub fn html(title: &str, doc: &Value) -> String {
         xml_escape(&serde_json::to_string_pretty(doc).unwrap_or_default())
     )
 }
+
+// ---------------------------------------------------------------------------------------------
+// The JSON feed written directly (the hot path of every feed read): the same document, byte for
+// byte, as `serde_json::to_vec_pretty(&feed_json(..))`, without building a `Value` per field
+// (each of which costs an allocation and an ordered-map insert) or copying event bodies.
+
+/// The fields of one entry, in v5's order (see [`EntryDoc`]).
+struct EntryOut<'a> {
+    event_id: Option<String>,
+    event_type: Option<&'a str>,
+    event_number: Option<i64>,
+    data: Option<std::borrow::Cow<'a, str>>,
+    meta_data: Option<std::borrow::Cow<'a, str>>,
+    link_meta_data: Option<std::borrow::Cow<'a, str>>,
+    stream_id: Option<&'a str>,
+    is_json: Option<bool>,
+    is_meta_data: Option<bool>,
+    is_link_meta_data: Option<bool>,
+    position_event_number: Option<i64>,
+    position_stream_id: Option<&'a str>,
+    title: String,
+    id: String,
+    updated: String,
+    summary: &'a str,
+    content: Option<Value>,
+}
+
+/// Text of a body as the `Body` levels show it (borrowed when it is UTF-8).
+fn text_cow(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    // `from_utf8` checks ASCII many bytes at a time; the lossy form only matters when it fails.
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
+fn nice_cow(b: &[u8], embed: Embed) -> std::borrow::Cow<'_, str> {
+    if embed >= Embed::PrettyBody {
+        match pretty(b) {
+            Some(p) => std::borrow::Cow::Owned(p),
+            None => text_cow(b),
+        }
+    } else {
+        text_cow(b)
+    }
+}
+
+/// One entry of a feed, as [`entry_json`] with `single = false` builds it.
+fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool) -> EntryOut<'a> {
+    let v = view(ev, resolve);
+    let mut out = EntryOut {
+        event_id: None,
+        event_type: None,
+        event_number: None,
+        data: None,
+        meta_data: None,
+        link_meta_data: None,
+        stream_id: None,
+        is_json: None,
+        is_meta_data: None,
+        is_link_meta_data: None,
+        position_event_number: None,
+        position_stream_id: None,
+        title: format!("{}@{}", v.number, v.stream),
+        id: format!("{base}/streams/{}/{}", escape(&v.stream), v.number),
+        updated: iso8601(v.updated_us),
+        summary: v.summary,
+        content: None,
+    };
+    if embed >= Embed::Rich {
+        if let Some(e) = v.rich {
+            let link = v.link;
+            let body = embed >= Embed::Body;
+            let mut is_json = e.is_json;
+            out.event_id = Some(uuid::Uuid::from_bytes(e.id).to_string());
+            out.event_type = Some(&e.event_type);
+            out.event_number = Some(e.event_number);
+            if body {
+                if e.is_json {
+                    out.data = Some(nice_cow(&e.data, embed));
+                } else if embed == Embed::TryHarder {
+                    match pretty(&e.data) {
+                        Some(p) => {
+                            is_json = true;
+                            out.data = Some(std::borrow::Cow::Owned(p));
+                        }
+                        None => out.data = Some(text_cow(&e.data)),
+                    }
+                }
+                if !e.metadata.is_empty() {
+                    out.meta_data = Some(nice_cow(&e.metadata, embed));
+                }
+                if let Some(l) = link {
+                    out.link_meta_data = Some(nice_cow(&l.metadata, embed));
+                }
+            }
+            out.stream_id = Some(&e.stream);
+            out.is_json = Some(is_json);
+            out.is_meta_data = Some(body && !e.metadata.is_empty());
+            out.is_link_meta_data = Some(body && link.is_some_and(|l| !l.metadata.is_empty()));
+            let pos = link.unwrap_or(e);
+            out.position_event_number = Some(pos.event_number);
+            out.position_stream_id = Some(&pos.stream);
+        }
+    }
+    if let Some(e) = v.rich.filter(|e| e.is_json && embed == Embed::Content && v.link.is_none()) {
+        out.content = Some(content(e));
+    }
+    out
+}
+
+/// A pretty-printed JSON writer producing exactly serde_json's `to_vec_pretty` layout (two
+/// spaces per level, `"key": value`, `[]`/`{}` when empty) for the fixed shape of a feed.
+struct Pretty {
+    out: Vec<u8>,
+}
+
+impl Pretty {
+    /// Starts field `key` of an object whose fields sit at `indent` spaces.
+    fn key(&mut self, indent: usize, first: &mut bool, key: &str) {
+        if !std::mem::replace(first, false) {
+            self.out.push(b',');
+        }
+        self.out.push(b'\n');
+        self.out.resize(self.out.len() + indent, b' ');
+        self.string(key);
+        self.out.extend_from_slice(b": ");
+    }
+
+    /// Closes an object or array whose members sat at `indent` spaces.
+    fn close(&mut self, indent: usize, empty: bool, bracket: u8) {
+        if !empty {
+            self.out.push(b'\n');
+            self.out.resize(self.out.len() + indent - 2, b' ');
+        }
+        self.out.push(bracket);
+    }
+
+    fn str_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &str) {
+        self.key(indent, first, key);
+        self.string(v);
+    }
+
+    fn raw_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &[u8]) {
+        self.key(indent, first, key);
+        self.out.extend_from_slice(v);
+    }
+
+    fn int_field(&mut self, indent: usize, first: &mut bool, key: &str, v: i64) {
+        self.key(indent, first, key);
+        self.out.extend_from_slice(v.to_string().as_bytes());
+    }
+
+    fn bool_field(&mut self, indent: usize, first: &mut bool, key: &str, v: bool) {
+        self.raw_field(indent, first, key, if v { b"true" } else { b"false" });
+    }
+
+    /// `{"name": "EventStore"}` as a field.
+    fn author(&mut self, indent: usize, first: &mut bool) {
+        self.key(indent, first, "author");
+        self.out.push(b'{');
+        let mut f = true;
+        self.str_field(indent + 2, &mut f, "name", AUTHOR);
+        self.close(indent + 2, false, b'}');
+    }
+
+    /// A `links` array of `{uri, relation}` objects as a field.
+    fn links<'a>(
+        &mut self,
+        indent: usize,
+        first: &mut bool,
+        links: impl Iterator<Item = (&'a str, &'a str)>,
+    ) {
+        self.key(indent, first, "links");
+        self.out.push(b'[');
+        let mut empty = true;
+        for (uri, relation) in links {
+            if !std::mem::replace(&mut empty, false) {
+                self.out.push(b',');
+            }
+            self.out.push(b'\n');
+            self.out.resize(self.out.len() + indent + 2, b' ');
+            self.out.push(b'{');
+            let mut f = true;
+            self.str_field(indent + 4, &mut f, "uri", uri);
+            self.str_field(indent + 4, &mut f, "relation", relation);
+            self.close(indent + 4, false, b'}');
+        }
+        self.close(indent + 2, empty, b']');
+    }
+
+    /// A JSON string with serde_json's escapes: `\"`, `\\`, `\b \t \n \f \r`, `\u00XX` for the
+    /// other control characters; everything else as is. Runs without escapes are copied whole.
+    fn string(&mut self, s: &str) {
+        let b = s.as_bytes();
+        self.out.reserve(b.len() + 2);
+        self.out.push(b'"');
+        // Control characters are rare: one vectorisable pass decides whether to look for them.
+        let controls = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
+        let mut start = 0;
+        if !controls {
+            for at in memchr::memchr2_iter(b'"', b'\\', b) {
+                self.out.extend_from_slice(&b[start..at]);
+                self.out.push(b'\\');
+                self.out.push(b[at]);
+                start = at + 1;
+            }
+        } else {
+            for (at, &c) in b.iter().enumerate() {
+                let esc: &[u8] = match c {
+                    b'"' => b"\\\"",
+                    b'\\' => b"\\\\",
+                    0x08 => b"\\b",
+                    0x09 => b"\\t",
+                    0x0a => b"\\n",
+                    0x0c => b"\\f",
+                    0x0d => b"\\r",
+                    0x00..=0x1f => {
+                        self.out.extend_from_slice(&b[start..at]);
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        self.out.extend_from_slice(b"\\u00");
+                        self.out.push(HEX[(c >> 4) as usize]);
+                        self.out.push(HEX[(c & 15) as usize]);
+                        start = at + 1;
+                        continue;
+                    }
+                    _ => continue,
+                };
+                self.out.extend_from_slice(&b[start..at]);
+                self.out.extend_from_slice(esc);
+                start = at + 1;
+            }
+        }
+        self.out.extend_from_slice(&b[start..]);
+        self.out.push(b'"');
+    }
+
+    /// One entry (an element of `entries`, members at `indent`).
+    fn entry(&mut self, indent: usize, e: &EntryOut<'_>) {
+        self.out.push(b'{');
+        let f = &mut true;
+        if let Some(x) = &e.event_id {
+            self.str_field(indent, f, "eventId", x);
+        }
+        if let Some(x) = e.event_type {
+            self.str_field(indent, f, "eventType", x);
+        }
+        if let Some(x) = e.event_number {
+            self.int_field(indent, f, "eventNumber", x);
+        }
+        if let Some(x) = &e.data {
+            self.str_field(indent, f, "data", x);
+        }
+        if let Some(x) = &e.meta_data {
+            self.str_field(indent, f, "metaData", x);
+        }
+        if let Some(x) = &e.link_meta_data {
+            self.str_field(indent, f, "linkMetaData", x);
+        }
+        if let Some(x) = e.stream_id {
+            self.str_field(indent, f, "streamId", x);
+        }
+        if let Some(x) = e.is_json {
+            self.bool_field(indent, f, "isJson", x);
+        }
+        if let Some(x) = e.is_meta_data {
+            self.bool_field(indent, f, "isMetaData", x);
+        }
+        if let Some(x) = e.is_link_meta_data {
+            self.bool_field(indent, f, "isLinkMetaData", x);
+        }
+        if let Some(x) = e.position_event_number {
+            self.int_field(indent, f, "positionEventNumber", x);
+        }
+        if let Some(x) = e.position_stream_id {
+            self.str_field(indent, f, "positionStreamId", x);
+        }
+        self.str_field(indent, f, "title", &e.title);
+        self.str_field(indent, f, "id", &e.id);
+        self.str_field(indent, f, "updated", &e.updated);
+        self.author(indent, f);
+        self.str_field(indent, f, "summary", e.summary);
+        if let Some(c) = &e.content {
+            // serde_json's own layout, shifted right to this depth (newlines in JSON text are
+            // only ever layout: inside strings they are escaped).
+            let doc = serde_json::to_vec_pretty(c).unwrap_or_default();
+            let mut shifted = Vec::with_capacity(doc.len() + 64);
+            for &c in &doc {
+                shifted.push(c);
+                if c == b'\n' {
+                    shifted.resize(shifted.len() + indent, b' ');
+                }
+            }
+            self.raw_field(indent, f, "content", &shifted);
+        }
+        self.links(indent, f, [(e.id.as_str(), "edit"), (e.id.as_str(), "alternate")].into_iter());
+        self.close(indent, false, b'}');
+    }
+}
+
+/// A feed as pretty-printed JSON bytes: exactly `serde_json::to_vec_pretty(&feed_json(f, base,
+/// embed))`, written directly.
+pub fn feed_json_bytes(f: &Feed, base: &str, embed: Embed) -> Vec<u8> {
+    let bytes: usize = f.entries.iter().map(|e| e.event.data.len() + e.event.metadata.len() + 768).sum();
+    let mut w = Pretty { out: Vec::with_capacity(1024 + bytes + bytes / 8) };
+    w.out.push(b'{');
+    let first = &mut true;
+    w.str_field(2, first, "title", &f.title);
+    w.str_field(2, first, "id", &f.id);
+    match f.updated_us {
+        Some(us) => w.str_field(2, first, "updated", &iso8601(us)),
+        None => w.str_field(2, first, "updated", MIN_TIME),
+    }
+    if let Some(s) = &f.stream_id {
+        w.str_field(2, first, "streamId", s);
+    }
+    w.author(2, first);
+    w.bool_field(2, first, "headOfStream", f.head_of_stream);
+    if let Some(s) = &f.self_url {
+        w.str_field(2, first, "selfUrl", s);
+    }
+    if let Some(s) = &f.etag {
+        w.str_field(2, first, "eTag", s);
+    }
+    w.links(2, first, f.links.iter().map(|l| (l.uri.as_str(), l.relation)));
+    w.key(2, first, "entries");
+    w.out.push(b'[');
+    for (i, e) in f.entries.iter().enumerate() {
+        if i > 0 {
+            w.out.push(b',');
+        }
+        w.out.extend_from_slice(b"\n    ");
+        w.entry(6, &entry_out(e, base, embed, f.resolve));
+    }
+    w.close(4, f.entries.is_empty(), b']');
+    w.close(2, false, b'}');
+    w.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn ev(stream: &str, n: i64, ty: &str, data: &[u8], meta: &[u8], is_json: bool) -> RecordedEvent {
+        RecordedEvent {
+            stream: stream.into(),
+            event_number: n,
+            id: [n as u8; 16],
+            event_type: ty.into(),
+            data: Bytes::copy_from_slice(data),
+            metadata: Bytes::copy_from_slice(meta),
+            is_json,
+            is_redacted: false,
+            timestamp_us: 1_700_000_000_123_450 + n,
+            position: 1000 + n as u64,
+        }
+    }
+
+    #[test]
+    fn direct_feed_json_is_the_value_document() {
+        let plain = |e: RecordedEvent| ResolvedEvent { event: e, link: None };
+        let entries = vec![
+            plain(ev("s-1", 0, "a", br#"{"x": [1, 2], "q": "\"<&>\n\u00e9"}"#, b"", true)),
+            plain(ev("s-1", 1, "b", br#"{"m":1}"#, br#"{"meta":"d"}"#, true)),
+            plain(ev("s-1", 2, "c", b"not json \x01\t\xff", b"raw meta", false)),
+            plain(ev("s-1", 3, "d", br#"{"try":"harder"}"#, b"", false)),
+            plain(ev("s 1/x", 4, "e", b"[1,2,3]", b"", true)),
+            plain(ev("s-1", 5, "$>", b"7@gone", b"", false)),
+            ResolvedEvent {
+                event: ev("target", 7, "t", br#"{"t":true}"#, b"", true),
+                link: Some(ev("s-1", 6, "$>", b"7@target", br#"{"lm":1}"#, true)),
+            },
+            plain(ev("s-1", 8, "empty", b"", b"", true)),
+        ];
+        for resolve in [false, true] {
+            for n in [0, 1, entries.len()] {
+                let f = Feed {
+                    title: "Event stream 's-1'".into(),
+                    id: "http://h:2113/streams/s-1".into(),
+                    updated_us: (n > 0).then_some(1_700_000_000_000_000),
+                    stream_id: (n != 1).then(|| "s-1".to_string()),
+                    head_of_stream: n == 1,
+                    self_url: (n == 0).then(|| "http://h:2113/streams/s-1".to_string()),
+                    etag: (n == 0).then(|| "8;-2043752924".to_string()),
+                    links: vec![
+                        Link { uri: "http://h:2113/streams/s-1".into(), relation: "self" },
+                        Link { uri: "http://h:2113/streams/s-1/head/backward/20".into(), relation: "first" },
+                    ],
+                    entries: entries[..n].to_vec(),
+                    resolve,
+                };
+                for embed in [
+                    Embed::None,
+                    Embed::Content,
+                    Embed::Rich,
+                    Embed::Body,
+                    Embed::PrettyBody,
+                    Embed::TryHarder,
+                ] {
+                    let want = serde_json::to_vec_pretty(&feed_json(&f, "http://h:2113", embed)).unwrap();
+                    let got = feed_json_bytes(&f, "http://h:2113", embed);
+                    assert_eq!(
+                        String::from_utf8_lossy(&got),
+                        String::from_utf8_lossy(&want),
+                        "embed {embed:?}, resolve {resolve}, {n} entries"
+                    );
+                }
+            }
+        }
+    }
+}

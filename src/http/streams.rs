@@ -249,9 +249,7 @@ fn feed_reply(req: &Req, f: &Feed) -> Reply {
         | Media::EventsJson
         | Media::AtomSvcJson
         | Media::OctetStream
-        | Media::TextPlain => {
-            serde_json::to_vec_pretty(&feed::feed_json(f, &req.base, embed)).unwrap_or_default()
-        }
+        | Media::TextPlain => feed::feed_json_bytes(f, &req.base, embed),
     };
     Reply::body(StatusCode::OK, req.media, body).header("vary", "Accept")
 }

@@ -24,14 +24,75 @@ fn stamp(us: i64, zone: &str) -> String {
     let micros = us.rem_euclid(1_000_000);
     let (y, mo, d) = civil(secs.div_euclid(86_400));
     let sod = secs.rem_euclid(86_400);
-    let mut s = format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60);
+    // Written digit by digit: feeds format one date per entry.
+    let mut s = String::with_capacity(32);
+    let two = |s: &mut String, v: u32| {
+        s.push((b'0' + (v / 10 % 10) as u8) as char);
+        s.push((b'0' + (v % 10) as u8) as char);
+    };
+    if (0..=9999).contains(&y) {
+        two(&mut s, (y / 100) as u32);
+        two(&mut s, (y % 100) as u32);
+    } else {
+        s.push_str(&format!("{y:04}"));
+    }
+    s.push('-');
+    two(&mut s, mo);
+    s.push('-');
+    two(&mut s, d);
+    s.push('T');
+    two(&mut s, (sod / 3600) as u32);
+    s.push(':');
+    two(&mut s, (sod / 60 % 60) as u32);
+    s.push(':');
+    two(&mut s, (sod % 60) as u32);
     if micros != 0 {
-        let frac = format!("{micros:06}");
+        let mut digits = [0u8; 6];
+        let mut m = micros as u32;
+        for slot in digits.iter_mut().rev() {
+            *slot = b'0' + (m % 10) as u8;
+            m /= 10;
+        }
+        let keep = digits.iter().rposition(|&c| c != b'0').map_or(0, |i| i + 1);
         s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
+        s.extend(digits[..keep].iter().map(|&c| c as char));
     }
     s.push_str(zone);
     s
+}
+
+#[cfg(test)]
+#[test]
+fn stamps_match_the_formatted_form() {
+    let slow = |us: i64, zone: &str| {
+        let secs = us.div_euclid(1_000_000);
+        let micros = us.rem_euclid(1_000_000);
+        let (y, mo, d) = civil(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400);
+        let mut s = format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60);
+        if micros != 0 {
+            s.push('.');
+            s.push_str(format!("{micros:06}").trim_end_matches('0'));
+        }
+        s.push_str(zone);
+        s
+    };
+    for us in [
+        0,
+        1,
+        10,
+        123_450,
+        999_999,
+        1_700_000_000_123_456,
+        -1,
+        -62_135_596_800_000_000,
+        253_402_300_799_999_999,
+        i64::MAX / 4,
+        i64::MIN / 4,
+    ] {
+        assert_eq!(stamp(us, "Z"), slow(us, "Z"), "{us}");
+        assert_eq!(stamp(us, "+00:00"), slow(us, "+00:00"), "{us}");
+    }
 }
 
 /// A UTC timestamp as v5 writes it: fractional digits without trailing zeros, then `Z`.

@@ -2,7 +2,6 @@
 //! accepted type, the 307 to an idempotent `/incoming/{guid}` URL, expected versions, atomic
 //! batches (one store append) and the write outcomes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -66,13 +65,26 @@ fn payload_of_string(s: String) -> Payload {
     }
 }
 
-fn payload_raw(r: Option<&RawValue>) -> Payload {
+/// Data or metadata given as a raw JSON value of a batch: objects and arrays are kept as they
+/// were sent (a slice of the request body, not a copy), strings are unquoted.
+fn payload_raw(r: Option<&RawValue>, body: &Bytes) -> Payload {
     let Some(r) = r else { return Payload::Empty };
     let t = r.get().trim();
     match t.as_bytes().first() {
-        Some(b'{' | b'[') => Payload::Json(Bytes::copy_from_slice(t.as_bytes())),
+        Some(b'{' | b'[') => Payload::Json(slice_of(body, t.as_bytes())),
         Some(b'"') => serde_json::from_str::<String>(t).map(payload_of_string).unwrap_or(Payload::Empty),
         _ => Payload::Empty,
+    }
+}
+
+/// `part` as a slice of `body` when it lies inside it (always, for values parsed from it), else a
+/// copy.
+fn slice_of(body: &Bytes, part: &[u8]) -> Bytes {
+    let (b, p) = (body.as_ptr() as usize, part.as_ptr() as usize);
+    if p >= b && p + part.len() <= b + body.len() {
+        body.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
     }
 }
 
@@ -116,25 +128,94 @@ fn build(
     Ok(NewEvent { id: *id.as_bytes(), event_type, data, metadata, is_json })
 }
 
+/// A key of a batch item, borrowed from the body unless it had escapes.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// One item of a JSON batch: the raw values of the keys v5 reads (matched case-insensitively;
+/// the last of repeated keys wins), borrowed from the body; other keys are checked as JSON and
+/// ignored.
+#[derive(Default)]
+struct Item<'a> {
+    id: Option<&'a RawValue>,
+    event_type: Option<&'a RawValue>,
+    data: Option<&'a RawValue>,
+    metadata: Option<&'a RawValue>,
+}
+
+impl<'de> serde::Deserialize<'de> for Item<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Item<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an event object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Item<'de>, A::Error> {
+                let mut item = Item::default();
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    let v: &'de RawValue = map.next_value()?;
+                    let slot = if k.eq_ignore_ascii_case("eventId") {
+                        &mut item.id
+                    } else if k.eq_ignore_ascii_case("eventType") {
+                        &mut item.event_type
+                    } else if k.eq_ignore_ascii_case("data") {
+                        &mut item.data
+                    } else if k.eq_ignore_ascii_case("metadata") {
+                        &mut item.metadata
+                    } else {
+                        continue;
+                    };
+                    *slot = Some(v);
+                }
+                Ok(item)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// Parses a JSON batch (keys match case-insensitively).
 pub fn json_batch(body: &[u8]) -> Result<Vec<NewEvent>, Reply> {
-    let items: Vec<HashMap<String, Box<RawValue>>> =
-        serde_json::from_slice(body).map_err(|_| Reply::bad_request(INVALID_BODY))?;
+    json_batch_bytes(&Bytes::copy_from_slice(body))
+}
+
+/// Parses a JSON batch held in `body`; event bodies sent as JSON objects or arrays are slices of
+/// `body`, not copies.
+pub fn json_batch_bytes(body: &Bytes) -> Result<Vec<NewEvent>, Reply> {
+    let items: Vec<Item<'_>> = serde_json::from_slice(body).map_err(|_| Reply::bad_request(INVALID_BODY))?;
     if items.is_empty() {
         return Err(Reply::bad_request(INVALID_BODY));
     }
     items
         .iter()
         .map(|item| {
-            let get =
-                |k: &str| item.iter().find(|(key, _)| key.eq_ignore_ascii_case(k)).map(|(_, v)| v.as_ref());
-            let id = match get("eventId").map(|r| serde_json::from_str::<Option<String>>(r.get())) {
+            let id = match item.id.map(|r| serde_json::from_str::<Option<std::borrow::Cow<'_, str>>>(r.get()))
+            {
                 None | Some(Ok(None)) => None,
                 Some(Ok(Some(s))) => Some(s),
                 Some(Err(_)) => return Err(Reply::bad_request(INVALID_BODY)),
             };
-            let event_type = get("eventType").and_then(|r| serde_json::from_str::<String>(r.get()).ok());
-            build(id.as_deref(), event_type, payload_raw(get("data")), payload_raw(get("metadata")))
+            let event_type = item.event_type.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+            build(id.as_deref(), event_type, payload_raw(item.data, body), payload_raw(item.metadata, body))
         })
         .collect()
 }
@@ -188,7 +269,7 @@ pub fn events(
         }])
     };
     match shape {
-        Shape::JsonBatch => json_batch(&body),
+        Shape::JsonBatch => json_batch_bytes(&body),
         Shape::XmlBatch => xml_batch(&body),
         Shape::Json => {
             if !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
@@ -219,16 +300,26 @@ fn touches_users(stream: &str) -> bool {
 /// Checks `Write` access to `stream` and appends atomically; 201 with `Location` of the first
 /// event.
 pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, events: Vec<NewEvent>) -> Reply {
-    let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
-    let env = api.node.env.clone();
-    let r: Result<Option<WriteResult>, WriteError> = env
-        .blocking(move || {
-            if !a.auth.check(p.as_ref(), &s, Operation::Write)?.allowed {
-                return Ok(None);
+    // With the stream's ACL inputs cached (the usual case) the append joins the group commit
+    // straight from this task; otherwise the check reads them on the blocking pool first.
+    let r: Result<Option<WriteResult>, WriteError> =
+        match api.auth.check_cached(req.principal.as_ref(), &stream, Operation::Write) {
+            Some(access) if access.allowed => {
+                api.node.store.append_async(&stream, expected, events).await.map(Some)
             }
-            a.node.store.append(&s, expected, events).map(Some)
-        })
-        .await;
+            Some(_) => Ok(None),
+            None => {
+                let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
+                let env = api.node.env.clone();
+                env.blocking(move || {
+                    if !a.auth.check(p.as_ref(), &s, Operation::Write)?.allowed {
+                        return Ok(None);
+                    }
+                    a.node.store.append(&s, expected, events).map(Some)
+                })
+                .await
+            }
+        };
     if touches_users(&stream) {
         api.auth.invalidate();
     }

@@ -318,6 +318,10 @@ impl Log {
         let cps = &self.checkpoints;
         let mut writer = u64::try_from(cps.writer.read())
             .map_err(|_| LogError::Invalid(format!("writer.chk holds {}", cps.writer.read())))?;
+        // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+        if crate::buggify::bug(crate::buggify::Bug::RecoverToChaser) {
+            writer = writer.min(u64::try_from(cps.chaser.read()).unwrap_or(writer));
+        }
         let truncate = cps.truncate.read();
         if truncate >= 0 && (truncate as u64) < writer {
             tracing::warn!(from = writer, to = truncate, "truncating the log to truncate.chk");

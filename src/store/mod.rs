@@ -347,10 +347,30 @@ enum Reply {
     Done(Result<WriteResult, WriteError>),
 }
 
+/// How a queued operation's caller waits: a thread blocked in [`Store::write`] (which may be
+/// asked to lead), or a task awaiting [`Store::write_async`] (which never leads).
+enum Waiter {
+    Thread(SyncSender<Reply>),
+    Task(tokio::sync::oneshot::Sender<Result<WriteResult, WriteError>>),
+}
+
+impl Waiter {
+    fn done(self, r: Result<WriteResult, WriteError>) {
+        match self {
+            Waiter::Thread(tx) => {
+                let _ = tx.send(Reply::Done(r));
+            }
+            Waiter::Task(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
 struct Pending {
     op: WriteOp,
     bytes: usize,
-    tx: SyncSender<Reply>,
+    tx: Waiter,
 }
 
 #[derive(Default)]
@@ -390,6 +410,8 @@ impl<K: std::hash::Hash + Eq + Clone, V> Fifo<K, V> {
 
 /// The store.
 pub struct Store {
+    /// This store, for the leaders [`Store::write_async`] starts on the blocking pool.
+    me: std::sync::Weak<Store>,
     env: Env,
     cfg: StoreConfig,
     log: Arc<Log>,
@@ -462,7 +484,8 @@ impl Store {
         index.maybe_flush();
         tracing::info!(replayed_from = from, end = log.committed(), "index rebuilt from the log tail");
         let (committed, _) = tokio::sync::watch::channel(log.committed());
-        let store = Arc::new(Store {
+        let store = Arc::new_cyclic(|me| Store {
+            me: me.clone(),
             env: env.clone(),
             streams: Mutex::new((0, Fifo::new(cfg.stream_cache_capacity))),
             recent: Mutex::new(Fifo::new(cfg.recent_ids_capacity)),
@@ -541,28 +564,61 @@ impl Store {
     /// Performs a write through the group-commit pipeline. Blocks the calling thread until the
     /// write is durable (or refused); async callers go through [`Env::blocking`].
     pub fn write(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
+        let (tx, rx) = sync_channel(2);
+        if self.enqueue(op, Waiter::Thread(tx)) {
+            self.lead(false);
+        }
+        loop {
+            match rx.recv() {
+                Ok(Reply::Lead) => self.lead(false),
+                Ok(Reply::Done(r)) => return r,
+                Err(_) => return Err(StorageError::Io("the writer stopped".into()).into()),
+            }
+        }
+    }
+
+    /// [`Store::write`] for async callers: the operation joins the same group-commit queue, and
+    /// the task waits without holding a thread. When no leader is active, one is started with
+    /// [`Runtime::background`](crate::env::Runtime::background) (inline in simulations); it
+    /// commits groups until the queue is empty.
+    pub async fn write_async(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.enqueue(op, Waiter::Task(tx)) {
+            self.start_leader();
+        }
+        rx.await.unwrap_or_else(|_| Err(StorageError::Io("the writer stopped".into()).into()))
+    }
+
+    /// Appends events without blocking the calling task (see [`Store::write_async`]).
+    pub async fn append_async(
+        &self,
+        stream: &str,
+        expected: i64,
+        events: Vec<NewEvent>,
+    ) -> Result<WriteResult, WriteError> {
+        self.write_async(WriteOp::Append { stream: stream.to_owned(), expected, events }).await
+    }
+
+    /// Queues `op`; true when the caller must see to leading (no leader was active).
+    fn enqueue(&self, op: WriteOp, tx: Waiter) -> bool {
         let bytes = match &op {
             WriteOp::Append { events, .. } => {
                 events.iter().map(|e| e.data.len() + e.metadata.len() + 64).sum()
             }
             WriteOp::Delete { .. } | WriteOp::ScavengePoint { .. } => 64,
         };
-        let (tx, rx) = sync_channel(2);
-        let lead = {
-            let mut q = lock(&self.queue);
-            q.pending.push_back(Pending { op, bytes, tx });
-            self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
-            !std::mem::replace(&mut q.leader, true)
-        };
-        if lead {
-            self.lead();
-        }
-        loop {
-            match rx.recv() {
-                Ok(Reply::Lead) => self.lead(),
-                Ok(Reply::Done(r)) => return r,
-                Err(_) => return Err(StorageError::Io("the writer stopped".into()).into()),
-            }
+        let mut q = lock(&self.queue);
+        q.pending.push_back(Pending { op, bytes, tx });
+        self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
+        !std::mem::replace(&mut q.leader, true)
+    }
+
+    /// Runs a dedicated leader in the background (the leader flag is already set).
+    fn start_leader(&self) {
+        match self.me.upgrade() {
+            Some(store) => self.env.rt.background("group commit", Box::new(move || store.lead(true))),
+            // Unreachable while a caller holds the store; nothing can commit without it.
+            None => lock(&self.queue).leader = false,
         }
     }
 
@@ -600,22 +656,55 @@ impl Store {
         self.append(&format!("$${stream}"), expected, vec![ev])
     }
 
-    fn lead(&self) {
+    /// Commits queued groups. A thread that waits in [`Store::write`] leads one group and hands
+    /// leadership to the next waiting thread; tasks of [`Store::write_async`] cannot lead, so
+    /// when one is next, a `dedicated` leader (on the blocking pool) goes on to the next group
+    /// and a thread's leader starts a dedicated one and returns to its caller.
+    fn lead(&self, dedicated: bool) {
         // If this leader unwinds (a bug), leadership must still pass on, or every later write
         // would wait forever; its own group's callers see the writer stop (their senders drop).
-        struct HandOff<'a>(&'a Store);
+        struct HandOff<'a>(&'a Store, bool);
         impl Drop for HandOff<'_> {
             fn drop(&mut self) {
+                if !self.1 {
+                    return;
+                }
                 let mut q = lock(&self.0.queue);
-                match q.pending.front() {
-                    Some(next) => {
-                        let _ = next.tx.send(Reply::Lead);
+                match q.pending.front().map(|p| &p.tx) {
+                    Some(Waiter::Thread(tx)) => {
+                        let _ = tx.send(Reply::Lead);
                     }
-                    None => q.leader = false,
+                    // Queued tasks wait for the next write to start a leader.
+                    Some(Waiter::Task(_)) | None => q.leader = false,
                 }
             }
         }
-        let _hand_off = HandOff(self);
+        let mut hand_off = HandOff(self, true);
+        loop {
+            self.commit_next();
+            let mut q = lock(&self.queue);
+            match q.pending.front().map(|p| &p.tx) {
+                None => {
+                    q.leader = false;
+                    break;
+                }
+                Some(Waiter::Thread(tx)) => {
+                    let _ = tx.send(Reply::Lead);
+                    break;
+                }
+                Some(Waiter::Task(_)) if dedicated => {}
+                Some(Waiter::Task(_)) => {
+                    drop(q);
+                    self.start_leader();
+                    break;
+                }
+            }
+        }
+        hand_off.1 = false;
+    }
+
+    /// Takes the next group off the queue, commits it and answers its callers.
+    fn commit_next(&self) {
         let batch: Vec<Pending> = {
             let mut q = lock(&self.queue);
             let mut taken = Vec::new();
@@ -644,7 +733,7 @@ impl Store {
         s.total_flush_us.fetch_add(took, Ordering::Relaxed);
         s.max_flush_us.fetch_max(took, Ordering::Relaxed);
         for (p, r) in batch.into_iter().zip(results) {
-            let _ = p.tx.send(Reply::Done(r));
+            p.tx.done(r);
         }
     }
 
@@ -1051,6 +1140,14 @@ impl Store {
 
     // ----------------------------------------------------------------------------------------
     // Stream state
+
+    /// The committed state of a stream if the cache holds it (never reads the disk).
+    pub fn stream_state_cached(&self, name: &str) -> Option<StreamState> {
+        let cache = lock(&self.streams);
+        let s = cache.1.get(&name.to_owned())?.clone();
+        self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+        Some(s)
+    }
 
     /// The committed state of a stream (cached).
     pub fn stream_state(&self, name: &str) -> Result<StreamState, StorageError> {

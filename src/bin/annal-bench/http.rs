@@ -1,0 +1,531 @@
+//! `annal-bench http`: the HTTP driver (Annal's own protocol, EventStoreDB v5 HTTP) and the HTTP
+//! load test of issue 3.
+//!
+//! Every connection is a keep-alive hyper HTTP/1.1 client connection owned by one task. Appends
+//! send `application/vnd.eventstore.events+json` batches with `ES-ExpectedVersion` (each
+//! connection owns its stream, so it knows the version to expect); reads ask for
+//! `application/vnd.eventstore.atom+json` pages with `?embed=body`.
+
+// Some helpers serve only the peer comparison.
+#![cfg_attr(not(feature = "peers"), allow(dead_code))]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+
+use crate::gen::{self, BoxFut, Measured, Op};
+use crate::Args;
+
+/// Basic credentials of the default admin (`$all` needs them).
+pub const ADMIN_AUTH: &str = "Basic YWRtaW46Y2hhbmdlaXQ=";
+
+/// One keep-alive connection to a node.
+pub struct Client {
+    send: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+/// A response: status, a header the caller asked for, body.
+pub struct Resp {
+    pub status: u16,
+    pub reason: String,
+    pub body: Bytes,
+}
+
+impl Client {
+    /// Opens a connection (`TCP_NODELAY`, as every HTTP client does).
+    pub async fn connect(addr: SocketAddr) -> Result<Client, String> {
+        let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (send, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Client { send, host: addr.to_string() })
+    }
+
+    /// Sends a request and reads the whole response.
+    pub async fn request(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        headers: &[(&'static str, &str)],
+        body: Bytes,
+    ) -> Result<Resp, String> {
+        let mut b = http::Request::builder().method(method).uri(path).header("host", &self.host);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = b.body(Full::new(body)).map_err(|e| e.to_string())?;
+        self.send.ready().await.map_err(|e| e.to_string())?;
+        let resp = self.send.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let reason = resp
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+            .unwrap_or_else(|| resp.status().canonical_reason().unwrap_or("").to_owned());
+        let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(Resp { status, reason, body })
+    }
+
+    /// Appends `events` to `stream` with `ES-ExpectedVersion: expected` (`None`: no header).
+    pub async fn append(&mut self, stream: &str, expected: Option<i64>, body: Bytes) -> Result<(), String> {
+        let ev = expected.map(|e| e.to_string());
+        let mut h = vec![("content-type", "application/vnd.eventstore.events+json")];
+        if let Some(e) = &ev {
+            h.push(("es-expectedversion", e.as_str()));
+        }
+        let r = self.request(http::Method::POST, &format!("/streams/{stream}"), &h, body).await?;
+        if r.status != 201 {
+            return Err(format!("append to {stream}: {} {}", r.status, r.reason));
+        }
+        Ok(())
+    }
+
+    /// Reads a forward page of `stream`; returns the number of entries.
+    pub async fn read_forward(
+        &mut self,
+        stream: &str,
+        from: i64,
+        count: usize,
+        long_poll: Option<u64>,
+    ) -> Result<(usize, Bytes), String> {
+        let lp = long_poll.map(|s| s.to_string());
+        let mut h = vec![("accept", "application/vnd.eventstore.atom+json")];
+        if let Some(s) = &lp {
+            h.push(("es-longpoll", s.as_str()));
+        }
+        let path = format!("/streams/{stream}/{from}/forward/{count}?embed=body");
+        let r = self.request(http::Method::GET, &path, &h, Bytes::new()).await?;
+        if r.status != 200 {
+            return Err(format!("read {path}: {} {}", r.status, r.reason));
+        }
+        Ok((count_entries(&r.body), r.body))
+    }
+
+    /// Reads a forward page of `$all` from `pos` (32 hex digits); returns the entries and the
+    /// position of the next page (`None` at the end).
+    pub async fn read_all_forward(
+        &mut self,
+        pos: &str,
+        count: usize,
+    ) -> Result<(usize, Option<String>), String> {
+        let path = format!("/streams/$all/{pos}/forward/{count}?embed=body");
+        let h = [("accept", "application/vnd.eventstore.atom+json"), ("authorization", ADMIN_AUTH)];
+        let r = self.request(http::Method::GET, &path, &h, Bytes::new()).await?;
+        if r.status != 200 {
+            return Err(format!("read {path}: {} {}", r.status, r.reason));
+        }
+        #[derive(serde::Deserialize)]
+        struct Link {
+            uri: String,
+            relation: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            links: Vec<Link>,
+            entries: Vec<serde::de::IgnoredAny>,
+        }
+        let doc: Doc = serde_json::from_slice(&r.body).map_err(|e| format!("$all page: {e}"))?;
+        let next = doc
+            .links
+            .iter()
+            .find(|l| l.relation == "previous")
+            .and_then(|l| l.uri.split("/streams/%24all/").nth(1))
+            .and_then(|t| t.split('/').next())
+            .map(str::to_owned);
+        let next = if doc.entries.is_empty() { None } else { next };
+        Ok((doc.entries.len(), next))
+    }
+}
+
+/// Entries of a feed page: each entry of an `embed=body` page has one `positionEventNumber`.
+pub fn count_entries(body: &[u8]) -> usize {
+    positions(body, b"\"positionEventNumber\"").len()
+}
+
+/// Offsets just past each occurrence of `key` in `body`.
+fn positions(body: &[u8], key: &[u8]) -> Vec<usize> {
+    memchr::memmem::find_iter(body, key).map(|at| at + key.len()).collect()
+}
+
+/// A JSON batch of `n` events (`application/vnd.eventstore.events+json`) with ids unique to
+/// (`conn`, `seq`..).
+pub fn batch_body(conn: u64, seq: u64, n: usize, payload: &[u8]) -> Bytes {
+    let mut b = Vec::with_capacity(n * (payload.len() + 96) + 2);
+    b.push(b'[');
+    for i in 0..n {
+        if i > 0 {
+            b.push(b',');
+        }
+        b.extend_from_slice(b"{\"eventId\":\"");
+        b.extend_from_slice(gen::uuid_for(conn, seq + i as u64).as_bytes());
+        b.extend_from_slice(b"\",\"eventType\":\"bench\",\"data\":");
+        b.extend_from_slice(payload);
+        b.push(b'}');
+    }
+    b.push(b']');
+    b.into()
+}
+
+/// Appends batches of `batch` to a stream of its own, checking the expected version.
+pub struct AppendOp {
+    pub client: Client,
+    pub conn: u64,
+    pub streams: Vec<String>,
+    pub versions: Vec<i64>,
+    pub batch: usize,
+    pub seq: u64,
+    pub payload: Bytes,
+    pub rng: gen::Rng,
+}
+
+impl Op for AppendOp {
+    fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
+        Box::pin(async move {
+            let k =
+                if self.streams.len() == 1 { 0 } else { self.rng.below(self.streams.len() as u64) as usize };
+            let body = batch_body(self.conn, self.seq, self.batch, &self.payload);
+            self.seq += self.batch as u64;
+            self.client.append(&self.streams[k], Some(self.versions[k]), body).await?;
+            self.versions[k] += self.batch as i64;
+            Ok(self.batch as u64)
+        })
+    }
+}
+
+/// Reads pages of `count` from random places of a stream of `len` events.
+pub struct FeedOp {
+    pub client: Client,
+    pub stream: String,
+    pub len: i64,
+    pub count: usize,
+    pub rng: gen::Rng,
+    /// Read the stream in order from 0 (wrapping) instead of at random places.
+    pub sequential: bool,
+    pub next: i64,
+}
+
+impl Op for FeedOp {
+    fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
+        Box::pin(async move {
+            let from = if self.sequential {
+                let f = self.next;
+                self.next = if f + self.count as i64 >= self.len { 0 } else { f + self.count as i64 };
+                f
+            } else {
+                self.rng.below((self.len - self.count as i64 + 1).max(1) as u64) as i64
+            };
+            let (n, _) = self.client.read_forward(&self.stream, from, self.count, None).await?;
+            if n == 0 {
+                return Err(format!("empty page at {from} of {}", self.stream));
+            }
+            Ok(n as u64)
+        })
+    }
+}
+
+/// `conns` append connections, each with `streams_each` streams of its own named
+/// `{prefix}-{conn}-{k}`.
+pub async fn append_ops(
+    addr: SocketAddr,
+    prefix: &str,
+    conns: usize,
+    streams_each: usize,
+    batch: usize,
+    payload: &Bytes,
+) -> Result<Vec<Box<dyn Op>>, String> {
+    let mut ops: Vec<Box<dyn Op>> = Vec::new();
+    for c in 0..conns {
+        let client = Client::connect(addr).await?;
+        ops.push(Box::new(AppendOp {
+            client,
+            conn: unique(),
+            streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+            versions: vec![-1; streams_each],
+            batch,
+            seq: 0,
+            payload: payload.clone(),
+            rng: gen::Rng(0x9E37_79B9 + c as u64 * 7919),
+        }));
+    }
+    Ok(ops)
+}
+
+/// A number unique to this process run (distinct event ids across runs of the same data dir).
+pub fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
+    t.unwrap_or(0).wrapping_mul(31) ^ N.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Writes `n` events to `stream` in batches of 1000 (for the read workloads).
+pub async fn preload(addr: SocketAddr, stream: &str, n: u64, payload: &Bytes) -> Result<(), String> {
+    let mut c = Client::connect(addr).await?;
+    let id = unique();
+    let mut done = 0u64;
+    while done < n {
+        let k = (n - done).min(1000);
+        let body = batch_body(id, done, k as usize, payload);
+        c.append(stream, Some(done as i64 - 1), body).await?;
+        done += k;
+    }
+    Ok(())
+}
+
+/// A node started in-process on its own runtime and thread.
+pub struct LocalNode {
+    pub addr: SocketAddr,
+    node: Arc<annal::node::Node>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LocalNode {
+    /// Starts a node with default settings (durable) on an ephemeral loopback port, data in `dir`.
+    pub fn start(dir: &std::path::Path, port: u16) -> Result<LocalNode, String> {
+        let dir = dir.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("annal-node".into())
+            .spawn(move || {
+                // The runtime `annal` itself builds: one worker per core.
+                let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let env = annal::env::real::env();
+                    let mut config = annal::config::Config::for_dir(&dir);
+                    config.http_port = port;
+                    let opened = {
+                        let e = env.clone();
+                        env.blocking(move || annal::node::Node::open(e, config)).await
+                    };
+                    let node = match opened {
+                        Ok(n) => n,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    let (addr, serve) = match node.bind().await {
+                        Ok(x) => x,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    let _ = tx.send(Ok((addr, node)));
+                    if let Err(e) = serve.await {
+                        eprintln!("annal-bench: node shut down with an error: {e}");
+                    }
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        let (addr, node) = rx.recv().map_err(|e| e.to_string())??;
+        Ok(LocalNode { addr, node, thread: Some(thread) })
+    }
+
+    /// Shuts the node down (everything acknowledged is kept) and waits for it.
+    pub fn stop(mut self) {
+        self.node.request_shutdown();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Resolves `http://host:port` to an address.
+pub fn addr_of(url: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let rest = url.strip_prefix("http://").ok_or("only http:// URLs are supported")?;
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    let hostport = if hostport.contains(':') { hostport.to_owned() } else { format!("{hostport}:80") };
+    hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("{hostport}: {e}"))?
+        .find(|a| a.ip().is_loopback())
+        .ok_or_else(|| format!("{hostport} is not a loopback address (traffic stays on 127.0.0.1)"))
+}
+
+/// One printed row.
+pub fn row(name: &str, unit: &str, m: &Measured) -> String {
+    let err = match (&m.first_error, m.errors) {
+        (Some(e), n) => format!(" {n} errors, first: {e}"),
+        (None, 0) => String::new(),
+        (None, n) => format!(" {n} errors"),
+    };
+    format!(
+        "| {name} | {:.0} {unit} | {:.0} | {:.3} | {:.3} |{err}",
+        if unit == "req/s" { m.requests_rate() } else { m.rate() },
+        m.requests_rate(),
+        m.pct_ms(0.5),
+        m.pct_ms(0.99)
+    )
+}
+
+/// Measures `ops` and prints a row with this process's CPU per request (node and generator when
+/// the node runs in-process) and the node's events per group commit (in-process only).
+async fn measured_row(
+    name: &str,
+    unit: &str,
+    ops: Vec<Box<dyn Op>>,
+    warm: Duration,
+    window: Duration,
+    node: Option<&annal::node::Node>,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let flushes = [AtomicU64::new(0), AtomicU64::new(0)];
+    let calls = AtomicU64::new(0);
+    let probe = || {
+        let i = calls.fetch_add(1, Ordering::Relaxed).min(1) as usize;
+        if let Some(n) = node {
+            flushes[i].store(n.store.stats.flushes.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        gen::proc_cpu_secs(std::process::id()).unwrap_or(0.0)
+    };
+    let m = gen::closed_loop_cpu(ops, warm, window, Some(&probe)).await;
+    let commits = flushes[1].load(Ordering::Relaxed).saturating_sub(flushes[0].load(Ordering::Relaxed));
+    let cpu_us = m.server_cpu_secs.map(|c| c * 1e6 / m.requests.max(1) as f64).unwrap_or(0.0);
+    let per_commit = if node.is_some() && commits > 0 && unit != "req/s" {
+        format!("{:.1}", m.events as f64 / commits as f64)
+    } else {
+        "-".into()
+    };
+    println!("{} {cpu_us:.0} | {per_commit} |", row(name, unit, &m));
+}
+
+/// `annal-bench http`.
+pub fn http_mode(args: &Args) {
+    let secs = args.seconds.unwrap_or(5.0);
+    let local = if args.url.is_none() {
+        let dir = args.dir.join(format!("http-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        match LocalNode::start(&dir, 0) {
+            Ok(n) => Some((n, dir)),
+            Err(e) => {
+                eprintln!("annal-bench: cannot start a node: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    let addr = match (&local, &args.url) {
+        (Some((n, _)), _) => n.addr,
+        (None, Some(u)) => addr_of(u).unwrap_or_else(|e| {
+            eprintln!("annal-bench: {e}");
+            std::process::exit(2)
+        }),
+        (None, None) => unreachable!(),
+    };
+    // The load generator: one thread, one task per connection.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    println!(
+        "# annal-bench http: {} ({}), 1 KiB JSON events, durable appends (the node fsyncs before acknowledging), {secs} s per row after 1 s warm-up",
+        args.url.as_deref().unwrap_or("in-process node"),
+        addr
+    );
+    println!("# machine: {} cores; load average before: {}", gen::cores(), gen::load_avg());
+    println!(
+        "| workload | throughput | requests/s | p50 ms | p99 ms | CPU µs/request (process) | events/commit |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let payload = gen::payload(1024);
+    let warm = Duration::from_secs(1);
+    let window = Duration::from_secs_f64(secs);
+    let run = unique() % 1_000_000;
+    // `--only c1,c16,c64,b1,b4,r1,r16` picks rows (for profiling one of them).
+    let node = local.as_ref().map(|(n, _)| &*n.node);
+    let want = |k: &str| args.only.as_ref().is_none_or(|l| l.iter().any(|x| x == k));
+    let result: Result<(), String> = rt.block_on(async {
+        for conns in [1usize, 16, 64] {
+            if !want(&format!("c{conns}")) {
+                continue;
+            }
+            let ops = append_ops(addr, &format!("bench-{run}-c{conns}"), conns, 1, 1, &payload).await?;
+            let name = format!("append 1 event, {conns} connection(s), own stream, expected version");
+            measured_row(&name, "events/s", ops, warm, window, node).await;
+        }
+        for conns in [1usize, 4] {
+            if !want(&format!("b{conns}")) {
+                continue;
+            }
+            let ops = append_ops(addr, &format!("bench-{run}-b{conns}"), conns, 1, 100, &payload).await?;
+            let name = format!("append batches of 100, {conns} connection(s)");
+            measured_row(&name, "events/s", ops, warm, window, node).await;
+        }
+        if !want("r1") && !want("r16") {
+            return Ok(());
+        }
+        let stream = format!("bench-{run}-read");
+        let len = 10_000;
+        preload(addr, &stream, len, &payload).await?;
+        for conns in [1usize, 16] {
+            if !want(&format!("r{conns}")) {
+                continue;
+            }
+            let mut ops: Vec<Box<dyn Op>> = Vec::new();
+            for c in 0..conns {
+                ops.push(Box::new(FeedOp {
+                    client: Client::connect(addr).await?,
+                    stream: stream.clone(),
+                    len: len as i64,
+                    count: 20,
+                    rng: gen::Rng(0xABCD + c as u64),
+                    sequential: false,
+                    next: 0,
+                }));
+            }
+            let name = format!("read feed pages of 20 (embed=body), {conns} connection(s)");
+            measured_row(&name, "req/s", ops, warm, window, node).await;
+        }
+        Ok(())
+    });
+    println!("# load average after: {}", gen::load_avg());
+    if let Err(e) = result {
+        eprintln!("annal-bench: {e}");
+    }
+    drop(rt);
+    if let Some((n, dir)) = local {
+        n.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// `annal-bench node --dir D --port P`: a node with default settings until SIGTERM/SIGINT (the
+/// separate server process of `annal-bench peers`).
+pub fn node_mode(args: &Args) {
+    let node = match LocalNode::start(&args.dir, args.port) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("annal-bench node: {e}");
+            std::process::exit(1);
+        }
+    };
+    eprintln!("annal-bench node: serving on {}", node.addr);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+    node.stop();
+}

@@ -1,0 +1,193 @@
+//! `annal-bench`: benchmarks that print figures (never timed tests).
+//!
+//! - `annal-bench storage [--seconds N] [--dir PATH] [--streams N]` measures the storage engine
+//!   directly (no HTTP) on the real disk: durable 1 KiB appends with 1 writer and 64 concurrent
+//!   writers (group commit), batches of 100, read-forward throughput from the page cache, and
+//!   index memory for many streams; it prints a table and peak RSS.
+//! - `annal-bench scavenge [--gib G] [--dir PATH]` measures a scavenge of a log of `G` GiB.
+//! - `annal-bench http [--url URL] [--seconds N]` drives a node over HTTP (keep-alive hyper
+//!   connections, one task per connection): single-event appends at 1/16/64 connections, batches
+//!   of 100, reads of 20-event feed pages. Without `--url` it starts a node in-process on an
+//!   ephemeral loopback port with a fresh data directory under `target/bench-data`.
+//! - `annal-bench peers [--smoke] [--seconds N] [--out DIR] [--only a,b]` (needs the `peers`
+//!   feature) runs the same workloads against Annal and the peers a user would pick instead
+//!   (PostgreSQL, Redis Streams, NATS JetStream, SierraDB, UmaDB), each installed and started on
+//!   127.0.0.1 by this command, and prints a table with Annal's ratio to each peer.
+
+// A measurement tool, not node code: it uses OS time, threads, sockets and /proc directly.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod gen;
+mod http;
+#[cfg(feature = "peers")]
+mod peers;
+mod scavenge;
+mod storage;
+
+use annal::store::NewEvent;
+
+/// Command-line arguments of every mode.
+pub struct Args {
+    pub mode: String,
+    pub seconds: Option<f64>,
+    pub dir: std::path::PathBuf,
+    pub streams: usize,
+    pub gib: f64,
+    pub url: Option<String>,
+    pub smoke: bool,
+    pub out: Option<std::path::PathBuf>,
+    pub only: Option<Vec<String>>,
+    pub port: u16,
+}
+
+const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
+       annal-bench scavenge [--gib G] [--dir PATH]
+       annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
+       annal-bench peers [--smoke] [--seconds N] [--out DIR] [--only annal,postgres,redis,nats,sierradb,umadb]
+                   (peers needs: cargo run --release --features peers --bin annal-bench -- peers)";
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        mode: String::new(),
+        seconds: None,
+        dir: "target/bench-data".into(),
+        streams: 1_000_000,
+        gib: 2.0,
+        url: None,
+        smoke: false,
+        out: None,
+        only: None,
+        port: 2113,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--seconds" => {
+                a.seconds = Some(it.next().and_then(|v| v.parse().ok()).ok_or("--seconds needs a number")?)
+            }
+            "--dir" => a.dir = it.next().ok_or("--dir needs a path")?.into(),
+            "--streams" => {
+                a.streams = it.next().and_then(|v| v.parse().ok()).ok_or("--streams needs a number")?
+            }
+            "--gib" => a.gib = it.next().and_then(|v| v.parse().ok()).ok_or("--gib needs a number")?,
+            "--url" => a.url = Some(it.next().ok_or("--url needs a URL")?),
+            "--smoke" => a.smoke = true,
+            "--port" => a.port = it.next().and_then(|v| v.parse().ok()).ok_or("--port needs a number")?,
+            "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
+            "--only" => {
+                a.only = Some(
+                    it.next()
+                        .ok_or("--only needs a list")?
+                        .split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .collect(),
+                )
+            }
+            "--help" | "-h" => return Err("help".into()),
+            m if !m.starts_with('-') && a.mode.is_empty() => a.mode = m.to_string(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if a.mode.is_empty() {
+        a.mode = "storage".into();
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            if e == "help" {
+                println!("{USAGE}");
+                return;
+            }
+            eprintln!("annal-bench: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    match args.mode.as_str() {
+        "storage" => storage::storage(&args),
+        "scavenge" => scavenge::scavenge(&args),
+        "http" => http::http_mode(&args),
+        "peers" => peers_mode(&args),
+        // The node as `annal peers` starts it: default settings, data in --dir, on --port.
+        "node" => http::node_mode(&args),
+        other => {
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, peers)");
+            std::process::exit(2);
+        }
+    }
+}
+
+#[cfg(feature = "peers")]
+fn peers_mode(args: &Args) {
+    peers::run(args)
+}
+
+#[cfg(not(feature = "peers"))]
+fn peers_mode(_: &Args) {
+    eprintln!(
+        "annal-bench: this build has no peer drivers; run\n  cargo run --release --features peers --bin annal-bench -- peers"
+    );
+    std::process::exit(2);
+}
+
+/// A JSON event of `size` bytes with a unique id. Payloads of one size share one buffer, so the
+/// load generator spends its CPU on requests, not on building them.
+pub fn event(i: u64, size: usize) -> NewEvent {
+    use std::sync::OnceLock;
+    static PAYLOADS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, bytes::Bytes>>> =
+        OnceLock::new();
+    let data = PAYLOADS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(size)
+        .or_insert_with(|| {
+            let mut d = b"{\"pad\":\"".to_vec();
+            d.resize(size - 2, b'x');
+            d.extend_from_slice(b"\"}");
+            d.into()
+        })
+        .clone();
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&i.to_le_bytes());
+    id[8] = 0xbe;
+    NewEvent { id, event_type: "bench".into(), data, metadata: Default::default(), is_json: true }
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes.
+pub fn peak_rss() -> u64 {
+    read_status_kb("VmHWM:") * 1024
+}
+
+/// A `kB` field of `/proc/self/status`.
+pub fn read_status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One measured run: events, wall time and per-request latencies.
+pub struct Run {
+    pub events: u64,
+    pub secs: f64,
+    pub lat_us: Vec<u32>,
+}
+
+impl Run {
+    pub fn rate(&self) -> f64 {
+        self.events as f64 / self.secs
+    }
+    pub fn pct(&mut self, p: f64) -> u32 {
+        if self.lat_us.is_empty() {
+            return 0;
+        }
+        self.lat_us.sort_unstable();
+        self.lat_us[((self.lat_us.len() - 1) as f64 * p) as usize]
+    }
+}

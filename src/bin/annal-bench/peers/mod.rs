@@ -1,0 +1,647 @@
+//! `annal-bench peers`: Annal side by side with the event stores a user would pick instead, in
+//! one run, with the same workloads and the same load generator ([`crate::gen`]).
+//!
+//! Each system is installed if missing (`install.sh`: Debian packages, `cargo install`), started on
+//! 127.0.0.1 with durable settings in a fresh directory under `target/bench-peers/`, measured,
+//! and stopped before the next one starts, so no two servers compete for the 2 cores. A system
+//! that cannot be installed or started gets a row saying so; the run goes on.
+//!
+//! Workloads (1 KiB JSON events, each after a warm-up, for a fixed window):
+//! 1. single-event appends at 1/16/64 connections, each connection to its own stream, with
+//!    expected-version checks where the system has them;
+//! 2. appends of batches of 100 events (4 connections);
+//! 3. single-event appends to 10,000 streams at random (16 connections, each owning 1/16 of the
+//!    streams, so it knows every expected version);
+//! 4. reading one 100,000-event stream forward in pages of 100 (1 connection);
+//! 5. a catch-up read of all events in global order, pages of 1,000 (1 connection);
+//! 6. end-to-end latency of a live subscription: one writer appends an event every millisecond,
+//!    a subscriber measures append start → delivery.
+//!
+//! Figures: events/s, latency p50/p99 per request, server CPU seconds per million events (from
+//! `/proc/<pid>/stat` of the server and its children), server peak RSS (`VmHWM`; PostgreSQL: the
+//! largest summed proportional set size of its processes seen after a workload).
+
+pub mod annal;
+pub mod nats;
+pub mod postgres;
+pub mod redis;
+pub mod sierradb;
+pub mod umadb;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::gen::{self, BoxFut, Measured, Op};
+use crate::Args;
+
+/// The install script (`install.sh <peer>`), run with bash.
+const INSTALL: &str = include_str!("install.sh");
+
+/// A system under test, started.
+pub trait Driver: Send + Sync {
+    /// Server CPU seconds (user + system) so far, of the server and its children.
+    fn cpu_secs(&self) -> f64;
+    /// Server memory high-water mark so far, bytes.
+    fn peak_rss(&self) -> u64;
+    /// `conns` connections, each appending batches of `batch` events to `streams_each` streams of
+    /// its own (at random among them), with expected versions where supported.
+    fn append_ops<'a>(
+        &'a self,
+        prefix: &'a str,
+        conns: usize,
+        streams_each: usize,
+        batch: usize,
+    ) -> BoxFut<'a, Result<Vec<Box<dyn Op>>, String>>;
+    /// Writes `n` events to `stream` (for the read workloads).
+    fn preload<'a>(&'a self, stream: &'a str, n: u64) -> BoxFut<'a, Result<(), String>>;
+    /// A connection reading `stream` (of `len` events) forward in pages of `page`, from the start
+    /// again after the end.
+    fn stream_read<'a>(
+        &'a self,
+        stream: &'a str,
+        len: u64,
+        page: usize,
+    ) -> BoxFut<'a, Result<Box<dyn Op>, String>>;
+    /// A connection reading every event in global order in pages of `page`, from the start again
+    /// after the end; `Ok(None)` when the system has no global order.
+    fn all_read(&self, page: usize) -> BoxFut<'_, Result<Option<Box<dyn Op>>, String>>;
+    /// A live subscriber to `stream` from its start; `Ok(None)` when not supported here.
+    fn subscribe<'a>(&'a self, stream: &'a str) -> BoxFut<'a, Result<Option<Box<dyn Subscriber>>, String>>;
+    /// Stops the server and removes its data.
+    fn stop(&mut self);
+}
+
+/// A live subscription.
+pub trait Subscriber: Send {
+    /// Waits for deliveries; returns how many events (in stream order) arrived.
+    fn next(&mut self) -> BoxFut<'_, Result<u64, String>>;
+}
+
+/// How a system is described in the table.
+pub struct Info {
+    pub name: &'static str,
+    pub protocol: &'static str,
+    pub durable: bool,
+    pub notes: &'static str,
+}
+
+/// The systems, in run order.
+pub fn systems() -> Vec<Info> {
+    vec![
+        Info { name: "annal", protocol: "HTTP/1.1 (EventStoreDB v5 API)", durable: true, notes: "fsync before ack (group commit); expected version per stream" },
+        Info { name: "postgres", protocol: "PostgreSQL wire (tokio-postgres)", durable: true, notes: "PostgreSQL 15, Message-DB-style schema, synchronous_commit=on; expected version checked under a per-stream advisory lock" },
+        Info { name: "redis", protocol: "RESP (redis crate)", durable: true, notes: "Redis Streams, appendonly yes, appendfsync always; XADD per event; no optimistic concurrency (no expected-version check); batches are MULTI/EXEC; no global order across streams" },
+        Info { name: "nats", protocol: "NATS (async-nats)", durable: false, notes: "NOT DURABLE: Debian's nats-server 2.9 has no sync_interval, so acks precede fsync; JetStream file storage; Nats-Expected-Last-Subject-Sequence for expected versions; batches are 100 async publishes (not atomic)" },
+        Info { name: "sierradb", protocol: "RESP3 (redis crate)", durable: true, notes: "SierraDB defaults (group commit by timer); EAPPEND with expected version, EMAPPEND for batches; no global order (32 partitions)" },
+        Info { name: "umadb", protocol: "gRPC (umadb-client)", durable: true, notes: "UmaDB defaults; a stream is a tag, expected version = append condition on the tag after the last known position" },
+    ]
+}
+
+/// Workload parameters.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub warmup: Duration,
+    pub window: Duration,
+    pub read_len: u64,
+    pub random_streams: usize,
+    pub smoke: bool,
+}
+
+/// One measured row.
+pub struct Row {
+    pub workload: String,
+    pub m: Option<Measured>,
+    pub note: String,
+}
+
+/// One system's results.
+pub struct Outcome {
+    pub info: Info,
+    pub status: String,
+    pub rows: Vec<Row>,
+    pub peak_rss: Option<u64>,
+    pub secs: f64,
+}
+
+/// Names of the workload rows, in order.
+pub const WORKLOADS: [&str; 8] = [
+    "1. append 1 event, 1 conn, own stream",
+    "1. append 1 event, 16 conns, own streams",
+    "1. append 1 event, 64 conns, own streams",
+    "2. append batches of 100, 4 conns",
+    "3. append 1 event to 10,000 random streams, 16 conns",
+    "4. read 1 stream forward, pages of 100",
+    "5. catch-up read of all events, pages of 1,000",
+    "6. subscription latency (append -> delivered)",
+];
+
+/// Runs the whole comparison.
+pub fn run(args: &Args) {
+    let smoke = args.smoke;
+    let plan = Plan {
+        warmup: Duration::from_secs_f64(if smoke { 0.2 } else { 1.0 }),
+        window: Duration::from_secs_f64(args.seconds.unwrap_or(if smoke { 0.6 } else { 5.0 })),
+        read_len: if smoke { 10_000 } else { 100_000 },
+        random_streams: 10_000,
+        smoke,
+    };
+    let root = std::env::current_dir().unwrap_or_default().join("target/bench-peers");
+    let out_dir = args.out.clone().unwrap_or_else(|| root.clone());
+    let _ = std::fs::create_dir_all(&out_dir);
+    let started = Instant::now();
+    // In smoke mode only the systems that install in seconds from Debian packages (or need no
+    // install): Annal, PostgreSQL, Redis.
+    let wanted: Vec<String> = match &args.only {
+        Some(l) => l.clone(),
+        None if smoke => vec!["annal".into(), "postgres".into(), "redis".into()],
+        None => systems().iter().map(|s| s.name.to_string()).collect(),
+    };
+    let load0 = gen::load_avg();
+    let probe_dir = root.join("probe");
+    let probe = gen::fsync_probe(&probe_dir, if smoke { 0.5 } else { 2.0 });
+    let machine = match &probe {
+        Ok((rate, p50, p99)) => format!(
+            "{} cores ({}); fsync probe (4 KiB pwrite + fdatasync, pre-written file): {rate:.0}/s, p50 {p50} µs, p99 {p99} µs; load average at start {load0}",
+            gen::cores(),
+            cpu_model()
+        ),
+        Err(e) => format!("{} cores; fsync probe failed: {e}; load average at start {load0}", gen::cores()),
+    };
+    eprintln!("# {machine}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut outcomes = Vec::new();
+    for info in systems() {
+        if !wanted.iter().any(|w| w == info.name) {
+            continue;
+        }
+        eprintln!("== {} ({})", info.name, info.protocol);
+        let t = Instant::now();
+        let dir = root.join(info.name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let outcome = match install(info.name, smoke) {
+            Err(e) => Outcome {
+                info,
+                status: format!("not installed: {e}"),
+                rows: Vec::new(),
+                peak_rss: None,
+                secs: 0.0,
+            },
+            Ok(()) => match rt.block_on(start(info.name, &dir)) {
+                Err(e) => Outcome {
+                    info,
+                    status: format!("did not start: {e}"),
+                    rows: Vec::new(),
+                    peak_rss: None,
+                    secs: 0.0,
+                },
+                Ok(mut driver) => {
+                    let rows = rt.block_on(workloads(driver.as_ref(), &plan, info.name));
+                    let peak = driver.peak_rss();
+                    driver.stop();
+                    Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
+                }
+            },
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!("   {} in {:.0} s", outcome.status, t.elapsed().as_secs_f64());
+        outcomes.push(Outcome { secs: t.elapsed().as_secs_f64(), ..outcome });
+    }
+    let load1 = gen::load_avg();
+    let total = started.elapsed().as_secs_f64();
+    let md = markdown(&outcomes, &plan, &machine, &load1, total);
+    println!("{md}");
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let kind = if smoke { "smoke" } else { "full" };
+    let md_path = out_dir.join(format!("peers-{kind}-{stamp}.md"));
+    let json_path = out_dir.join(format!("peers-{kind}-{stamp}.json"));
+    let doc = to_json(&outcomes, &plan, &machine, &probe.ok(), &load0, &load1, total);
+    let w1 = std::fs::write(&md_path, &md);
+    let w2 = std::fs::write(&json_path, serde_json::to_vec_pretty(&doc).unwrap_or_default());
+    match (w1, w2) {
+        (Ok(()), Ok(())) => eprintln!("wrote {} and {}", md_path.display(), json_path.display()),
+        (a, b) => eprintln!("could not write the results: {a:?} {b:?}"),
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Installs `name` if missing (`install.sh`); smoke runs never compile anything.
+fn install(name: &str, smoke: bool) -> Result<(), String> {
+    if name == "annal" {
+        return Ok(());
+    }
+    let mut child = Command::new("bash")
+        .arg("-s")
+        .arg("--")
+        .arg(name)
+        .arg(if smoke { "no-compile" } else { "compile" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("bash: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin.write_all(INSTALL.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("install failed").to_owned();
+        Err(last)
+    }
+}
+
+async fn start(name: &str, dir: &Path) -> Result<Box<dyn Driver>, String> {
+    match name {
+        "annal" => annal::start(dir).await,
+        "postgres" => postgres::start(dir).await,
+        "redis" => redis::start(dir).await,
+        "nats" => nats::start(dir).await,
+        "sierradb" => sierradb::start(dir).await,
+        "umadb" => umadb::start(dir).await,
+        other => Err(format!("unknown system {other}")),
+    }
+}
+
+/// Runs every workload against one system.
+async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
+    let cpu = || d.cpu_secs();
+    let mut rows = Vec::new();
+    let mut push = |workload: &str, r: Result<Measured, String>| {
+        let row = match r {
+            Ok(m) => Row { workload: workload.into(), note: String::new(), m: Some(m) },
+            Err(e) => Row { workload: workload.into(), m: None, note: e },
+        };
+        match &row.m {
+            Some(m) => eprintln!(
+                "   {workload}: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms{}",
+                m.rate(),
+                m.pct_ms(0.5),
+                m.pct_ms(0.99),
+                m.first_error.as_deref().map(|e| format!(" ({} errors: {e})", m.errors)).unwrap_or_default()
+            ),
+            None => eprintln!("   {workload}: {}", row.note),
+        }
+        rows.push(row);
+    };
+    let run_id = crate::http::unique() % 1_000_000;
+    for (i, conns) in [1usize, 16, 64].into_iter().enumerate() {
+        let r = async {
+            let ops = d.append_ops(&format!("a{run_id}c{conns}"), conns, 1, 1).await?;
+            Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+        }
+        .await;
+        push(WORKLOADS[i], r);
+    }
+    let r = async {
+        let ops = d.append_ops(&format!("b{run_id}"), 4, 1, 100).await?;
+        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+    }
+    .await;
+    push(WORKLOADS[3], r);
+    let r = async {
+        let conns = 16;
+        let ops = d.append_ops(&format!("r{run_id}"), conns, plan.random_streams / conns, 1).await?;
+        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+    }
+    .await;
+    push(WORKLOADS[4], r);
+    let stream = format!("read{run_id}");
+    let t = Instant::now();
+    let pre = d.preload(&stream, plan.read_len).await;
+    eprintln!("   preloaded {} events in {:.1} s", plan.read_len, t.elapsed().as_secs_f64());
+    let r = async {
+        pre?;
+        let op = d.stream_read(&stream, plan.read_len, 100).await?;
+        Ok(gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await)
+    }
+    .await;
+    push(WORKLOADS[5], r);
+    match d.all_read(1000).await {
+        Ok(Some(op)) => {
+            let m = gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await;
+            push(WORKLOADS[6], Ok(m))
+        }
+        Ok(None) => push(WORKLOADS[6], Err("n/a: no global order".into())),
+        Err(e) => push(WORKLOADS[6], Err(e)),
+    }
+    let r = subscription(d, plan, &format!("sub{run_id}")).await;
+    push(WORKLOADS[7], r);
+    let _ = name;
+    rows
+}
+
+/// Workload 6: one writer appends an event every millisecond (own stream, expected version), a
+/// subscriber reports deliveries; latency = append start → delivery.
+async fn subscription(d: &dyn Driver, plan: &Plan, stream_prefix: &str) -> Result<Measured, String> {
+    use std::sync::{Arc, Mutex};
+    // The writer's stream is named by append_ops: `{prefix}-0-0`.
+    let stream = format!("{stream_prefix}-0-0");
+    let Some(mut sub) = d.subscribe(&stream).await? else {
+        return Err("n/a: no live subscription in this driver".into());
+    };
+    let mut ops = d.append_ops(stream_prefix, 1, 1, 1).await?;
+    let mut writer = ops.pop().ok_or("no writer")?;
+    let sent: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::new()));
+    let total = plan.warmup + plan.window;
+    let s2 = sent.clone();
+    let writer_task = tokio::spawn(async move {
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < total {
+            s2.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
+            writer.call().await?;
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok::<u64, String>(n)
+    });
+    let mut lat = Vec::new();
+    let mut got = 0usize;
+    let window_start = Instant::now() + plan.warmup;
+    let deadline = Instant::now() + total + Duration::from_secs(5);
+    let cpu0 = d.cpu_secs();
+    loop {
+        let finished = writer_task.is_finished();
+        let sent_n = sent.lock().unwrap_or_else(|e| e.into_inner()).len();
+        if (finished && got >= sent_n) || Instant::now() > deadline {
+            break;
+        }
+        // Every subscriber returns within about a second when nothing arrives.
+        let r = sub.next().await;
+        let now = Instant::now();
+        match r {
+            Ok(n) => {
+                let s = sent.lock().unwrap_or_else(|e| e.into_inner());
+                for k in got..got + n as usize {
+                    if let Some(t) = s.get(k) {
+                        if *t >= window_start {
+                            lat.push(now.duration_since(*t).as_micros() as u32);
+                        }
+                    }
+                }
+                got += n as usize;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let n = writer_task.await.map_err(|e| e.to_string())??;
+    let cpu1 = d.cpu_secs();
+    lat.sort_unstable();
+    let secs = plan.window.as_secs_f64();
+    let missing = n.saturating_sub(got as u64);
+    Ok(Measured {
+        events: lat.len() as u64,
+        requests: lat.len() as u64,
+        secs,
+        lat_us: lat,
+        errors: missing,
+        first_error: (missing > 0).then(|| format!("{missing} of {n} events not delivered within 5 s")),
+        server_cpu_secs: Some(cpu1 - cpu0),
+    })
+}
+
+fn fmt_rate(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{:.0}", x)
+    } else {
+        format!("{:.1}", x)
+    }
+}
+
+/// The markdown document: machine line, one row per (workload, system), ratios.
+pub fn markdown(outcomes: &[Outcome], plan: &Plan, machine: &str, load_end: &str, total: f64) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "# annal-bench peers{}\n\nmachine: {machine}; load average at end {load_end}; whole run {total:.0} s\n\n",
+        if plan.smoke { " --smoke" } else { "" }
+    ));
+    s.push_str(&format!(
+        "1 KiB JSON events; {:.1} s warm-up + {:.1} s window per workload; one system at a time on 127.0.0.1; the same generator (Rust, tokio, one task per connection) for all.\n\n",
+        plan.warmup.as_secs_f64(),
+        plan.window.as_secs_f64()
+    ));
+    s.push_str("| system | status / notes | peak RSS MiB |\n|---|---|---:|\n");
+    for o in outcomes {
+        s.push_str(&format!(
+            "| {}{} | {}: {} | {} |\n",
+            o.info.name,
+            if o.info.durable { "" } else { " (not durable)" },
+            o.status,
+            o.info.notes,
+            o.peak_rss.map(|r| format!("{:.0}", r as f64 / 1048576.0)).unwrap_or_else(|| "-".into())
+        ));
+    }
+    s.push_str("\n| workload | system | events/s | p50 ms | p99 ms | server CPU s / M events | Annal ratio |\n|---|---|---:|---:|---:|---:|---:|\n");
+    let annal = outcomes.iter().find(|o| o.info.name == "annal");
+    for (wi, w) in WORKLOADS.iter().enumerate() {
+        let a = annal.and_then(|o| o.rows.get(wi)).and_then(|r| r.m.as_ref());
+        for o in outcomes {
+            let name = if o.info.durable {
+                o.info.name.to_string()
+            } else {
+                format!("{} (not durable)", o.info.name)
+            };
+            let r = o.rows.get(wi);
+            let line = match r.and_then(|r| r.m.as_ref()) {
+                None => {
+                    let why = r.map(|r| r.note.clone()).unwrap_or_else(|| o.status.clone());
+                    format!("| {w} | {name} | {why} | | | | |\n")
+                }
+                Some(m) => {
+                    let ratio = match a {
+                        Some(a) if o.info.name != "annal" => ratio(wi, a, m),
+                        _ => String::new(),
+                    };
+                    let errs = if m.errors > 0 { format!(" ({} errors)", m.errors) } else { String::new() };
+                    format!(
+                        "| {w} | {name} | {}{errs} | {:.2} | {:.2} | {} | {ratio} |\n",
+                        fmt_rate(m.rate()),
+                        m.pct_ms(0.5),
+                        m.pct_ms(0.99),
+                        m.cpu_per_million().map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
+                    )
+                }
+            };
+            s.push_str(&line);
+        }
+    }
+    s.push_str("\nAnnal ratio: Annal's events/s ÷ the peer's (workloads 1–5), the peer's p50 latency ÷ Annal's (workload 6); above 1.0× Annal is ahead.\n");
+    // The ratio matrix.
+    let peers: Vec<&Outcome> = outcomes.iter().filter(|o| o.info.name != "annal").collect();
+    if let (Some(annal), false) = (annal, peers.is_empty()) {
+        s.push_str("\n| workload |");
+        for p in &peers {
+            s.push_str(&format!(" Annal ÷ {} |", p.info.name));
+        }
+        s.push_str("\n|---|");
+        for _ in &peers {
+            s.push_str("---:|");
+        }
+        s.push('\n');
+        for (wi, w) in WORKLOADS.iter().enumerate() {
+            s.push_str(&format!("| {w} |"));
+            let a = annal.rows.get(wi).and_then(|r| r.m.as_ref());
+            for p in &peers {
+                let m = p.rows.get(wi).and_then(|r| r.m.as_ref());
+                let cell = match (a, m) {
+                    (Some(a), Some(m)) => ratio(wi, a, m),
+                    _ => "-".into(),
+                };
+                s.push_str(&format!(" {cell} |"));
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+fn ratio(workload: usize, annal: &Measured, peer: &Measured) -> String {
+    let r = if workload == 7 {
+        let (a, p) = (annal.pct_ms(0.5), peer.pct_ms(0.5));
+        if a > 0.0 {
+            p / a
+        } else {
+            0.0
+        }
+    } else if peer.rate() > 0.0 {
+        annal.rate() / peer.rate()
+    } else {
+        0.0
+    };
+    format!("{r:.2}×")
+}
+
+fn to_json(
+    outcomes: &[Outcome],
+    plan: &Plan,
+    machine: &str,
+    probe: &Option<(f64, u32, u32)>,
+    load0: &str,
+    load1: &str,
+    total: f64,
+) -> serde_json::Value {
+    json!({
+        "kind": if plan.smoke { "smoke" } else { "full" },
+        "machine": {
+            "line": machine,
+            "cores": gen::cores(),
+            "fsync_per_s": probe.map(|p| p.0),
+            "fsync_p50_us": probe.map(|p| p.1),
+            "fsync_p99_us": probe.map(|p| p.2),
+            "load_start": load0,
+            "load_end": load1,
+        },
+        "warmup_s": plan.warmup.as_secs_f64(),
+        "window_s": plan.window.as_secs_f64(),
+        "read_stream_events": plan.read_len,
+        "total_s": total,
+        "systems": outcomes.iter().map(|o| json!({
+            "name": o.info.name,
+            "protocol": o.info.protocol,
+            "durable": o.info.durable,
+            "notes": o.info.notes,
+            "status": o.status,
+            "peak_rss_bytes": o.peak_rss,
+            "seconds": o.secs,
+            "workloads": o.rows.iter().map(|r| match &r.m {
+                Some(m) => json!({
+                    "workload": r.workload,
+                    "events_per_s": m.rate(),
+                    "requests_per_s": m.requests_rate(),
+                    "events": m.events,
+                    "requests": m.requests,
+                    "window_s": m.secs,
+                    "p50_ms": m.pct_ms(0.5),
+                    "p99_ms": m.pct_ms(0.99),
+                    "max_ms": m.pct_ms(1.0),
+                    "server_cpu_s": m.server_cpu_secs,
+                    "server_cpu_s_per_million_events": m.cpu_per_million(),
+                    "errors": m.errors,
+                    "first_error": m.first_error,
+                }),
+                None => json!({ "workload": r.workload, "not_measured": r.note }),
+            }).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by the drivers.
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Waits until `127.0.0.1:port` accepts connections (or the child exits, or 60 s pass).
+pub async fn wait_port(port: u16, child: &mut Child) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("the server exited: {st}"));
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err("the server did not open its port within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Spawns a server with its output in `dir/server.log`.
+pub fn spawn(cmd: &mut Command, dir: &Path) -> Result<Child, String> {
+    let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
+    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdout(log)
+        .stderr(log2)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
+}
+
+/// Stops a child server: SIGTERM, then SIGKILL after 10 s.
+pub fn stop_child(child: &mut Child) {
+    // SAFETY: kill(2) with a pid we own.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The last lines of a server's log, for a failed start.
+pub fn log_tail(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("server.log"))
+        .map(|s| {
+            s.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ")
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,236 @@
+//! Redis Streams (Debian's `redis-server`), durable: `appendonly yes`, `appendfsync always`.
+//! One XADD per event; no expected-version check exists (XADD with `*` ids), so the table says
+//! "no optimistic concurrency". Batches of 100 are one MULTI/EXEC (one fsync). Redis has no
+//! order across streams, so the catch-up row is n/a.
+
+use std::path::Path;
+use std::process::{Child, Command};
+
+use bytes::Bytes;
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+
+use super::{Driver, Subscriber};
+use crate::gen::{self, BoxFut, Op};
+
+pub struct Redis {
+    child: Child,
+    url: String,
+    payload: Bytes,
+}
+
+pub async fn start(dir: &Path) -> Result<Box<dyn Driver>, String> {
+    let port = super::free_port()?;
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
+    let mut child = super::spawn(
+        Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
+            .arg(&data)
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"]),
+        dir,
+    )?;
+    if let Err(e) = super::wait_port(port, &mut child).await {
+        super::stop_child(&mut child);
+        return Err(format!("{e}: {}", super::log_tail(dir)));
+    }
+    Ok(Box::new(Redis { child, url: format!("redis://127.0.0.1:{port}/"), payload: gen::payload(1024) }))
+}
+
+/// One TCP connection of its own.
+pub async fn connect(url: &str) -> Result<MultiplexedConnection, String> {
+    let c = redis::Client::open(url).map_err(|e| e.to_string())?;
+    c.get_multiplexed_async_connection().await.map_err(|e| e.to_string())
+}
+
+struct Append {
+    conn: MultiplexedConnection,
+    streams: Vec<String>,
+    batch: usize,
+    payload: Bytes,
+    rng: gen::Rng,
+}
+
+impl Op for Append {
+    fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
+        Box::pin(async move {
+            let k = self.rng.below(self.streams.len() as u64) as usize;
+            let s = &self.streams[k];
+            if self.batch == 1 {
+                let _: Value = redis::cmd("XADD")
+                    .arg(s)
+                    .arg("*")
+                    .arg("d")
+                    .arg(&self.payload[..])
+                    .query_async(&mut self.conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else {
+                let mut p = redis::pipe();
+                p.atomic();
+                for _ in 0..self.batch {
+                    p.cmd("XADD").arg(s).arg("*").arg("d").arg(&self.payload[..]).ignore();
+                }
+                let _: Value = p.query_async(&mut self.conn).await.map_err(|e| e.to_string())?;
+            }
+            Ok(self.batch as u64)
+        })
+    }
+}
+
+/// Entries of an XRANGE reply and the id of the last one.
+fn entries(v: &Value) -> (usize, Option<String>) {
+    match v {
+        Value::Array(items) => {
+            let last = items.last().and_then(|e| match e {
+                Value::Array(f) => match f.first() {
+                    Some(Value::BulkString(id)) => Some(String::from_utf8_lossy(id).into_owned()),
+                    Some(Value::SimpleString(id)) => Some(id.clone()),
+                    _ => None,
+                },
+                _ => None,
+            });
+            (items.len(), last)
+        }
+        _ => (0, None),
+    }
+}
+
+struct Range {
+    conn: MultiplexedConnection,
+    stream: String,
+    from: String,
+    page: usize,
+}
+
+impl Op for Range {
+    fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
+        Box::pin(async move {
+            let v: Value = redis::cmd("XRANGE")
+                .arg(&self.stream)
+                .arg(&self.from)
+                .arg("+")
+                .arg("COUNT")
+                .arg(self.page)
+                .query_async(&mut self.conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (n, last) = entries(&v);
+            self.from = match last {
+                Some(id) if n == self.page => format!("({id}"),
+                _ => "-".into(),
+            };
+            Ok(n as u64)
+        })
+    }
+}
+
+struct Xread {
+    conn: MultiplexedConnection,
+    stream: String,
+    last: String,
+}
+
+impl Subscriber for Xread {
+    fn next(&mut self) -> BoxFut<'_, Result<u64, String>> {
+        Box::pin(async move {
+            let v: Value = redis::cmd("XREAD")
+                .arg("COUNT")
+                .arg(1000)
+                .arg("BLOCK")
+                .arg(1000)
+                .arg("STREAMS")
+                .arg(&self.stream)
+                .arg(&self.last)
+                .query_async(&mut self.conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            // [[stream, [entries…]]] or nil after the block timeout.
+            let Value::Array(streams) = v else { return Ok(0) };
+            let Some(Value::Array(kv)) = streams.first() else { return Ok(0) };
+            let Some(list) = kv.get(1) else { return Ok(0) };
+            let (n, last) = entries(list);
+            if let Some(l) = last {
+                self.last = l;
+            }
+            Ok(n as u64)
+        })
+    }
+}
+
+impl Driver for Redis {
+    fn cpu_secs(&self) -> f64 {
+        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
+    }
+    fn peak_rss(&self) -> u64 {
+        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    }
+    fn append_ops<'a>(
+        &'a self,
+        prefix: &'a str,
+        conns: usize,
+        streams_each: usize,
+        batch: usize,
+    ) -> BoxFut<'a, Result<Vec<Box<dyn Op>>, String>> {
+        Box::pin(async move {
+            let mut ops: Vec<Box<dyn Op>> = Vec::new();
+            for c in 0..conns {
+                ops.push(Box::new(Append {
+                    conn: connect(&self.url).await?,
+                    streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+                    batch,
+                    payload: self.payload.clone(),
+                    rng: gen::Rng(0x5EED + c as u64),
+                }));
+            }
+            Ok(ops)
+        })
+    }
+    fn preload<'a>(&'a self, stream: &'a str, n: u64) -> BoxFut<'a, Result<(), String>> {
+        Box::pin(async move {
+            let mut conn = connect(&self.url).await?;
+            let mut done = 0;
+            while done < n {
+                let k = (n - done).min(1000);
+                let mut p = redis::pipe();
+                p.atomic();
+                for _ in 0..k {
+                    p.cmd("XADD").arg(stream).arg("*").arg("d").arg(&self.payload[..]).ignore();
+                }
+                let _: Value = p.query_async(&mut conn).await.map_err(|e| e.to_string())?;
+                done += k;
+            }
+            Ok(())
+        })
+    }
+    fn stream_read<'a>(
+        &'a self,
+        stream: &'a str,
+        _len: u64,
+        page: usize,
+    ) -> BoxFut<'a, Result<Box<dyn Op>, String>> {
+        Box::pin(async move {
+            Ok(Box::new(Range {
+                conn: connect(&self.url).await?,
+                stream: stream.into(),
+                from: "-".into(),
+                page,
+            }) as Box<dyn Op>)
+        })
+    }
+    fn all_read(&self, _page: usize) -> BoxFut<'_, Result<Option<Box<dyn Op>>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+    fn subscribe<'a>(&'a self, stream: &'a str) -> BoxFut<'a, Result<Option<Box<dyn Subscriber>>, String>> {
+        Box::pin(async move {
+            Ok(Some(Box::new(Xread {
+                conn: connect(&self.url).await?,
+                stream: stream.into(),
+                last: "0-0".into(),
+            }) as Box<dyn Subscriber>))
+        })
+    }
+    fn stop(&mut self) {
+        super::stop_child(&mut self.child);
+    }
+}
