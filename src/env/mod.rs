@@ -103,15 +103,8 @@ pub trait Disk: Send + Sync {
     /// later writes overwrite allocated blocks. The default writes zeros in 1 MiB pieces; the real
     /// disk bypasses the page cache, which is several times faster for large files.
     fn create_zeroed(&self, path: &Path, len: u64) -> io::Result<Arc<dyn File>> {
-        const PIECE: usize = 1 << 20;
         let f = self.open(path, OpenMode::CreateTruncate)?;
-        let zeros = vec![0u8; PIECE];
-        let mut off = 0u64;
-        while off < len {
-            let n = (len - off).min(PIECE as u64) as usize;
-            f.write_all_at(&zeros[..n], off)?;
-            off += n as u64;
-        }
+        write_zeros(&*f, 0, len)?;
         f.sync_data()?;
         Ok(f)
     }
@@ -272,6 +265,19 @@ impl Env {
         f.read_exact_at(&mut buf, 0)?;
         Ok(buf)
     }
+}
+
+/// Writes zeros over `[from, to)` of `f` in 1 MiB pieces (not synced).
+pub fn write_zeros(f: &dyn File, from: u64, to: u64) -> io::Result<()> {
+    const PIECE: usize = 1 << 20;
+    let zeros = vec![0u8; PIECE.min(to.saturating_sub(from) as usize)];
+    let mut off = from;
+    while off < to {
+        let n = (to - off).min(PIECE as u64) as usize;
+        f.write_all_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
 }
 
 /// The `.tmp` sibling used for atomic replacement.

@@ -118,21 +118,13 @@ impl Disk for RealDisk {
                 }
                 drop(f);
                 let f = self.open(path, OpenMode::ReadWrite)?;
-                if aligned_len < len {
-                    f.write_all_at(&vec![0u8; (len - aligned_len) as usize], aligned_len)?;
-                }
+                super::write_zeros(&*f, aligned_len, len)?;
                 f.sync_data()?;
                 Ok(f)
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 let f = self.open(path, OpenMode::CreateTruncate)?;
-                let zeros = vec![0u8; PIECE];
-                let mut off = 0u64;
-                while off < len {
-                    let n = (len - off).min(PIECE as u64) as usize;
-                    f.write_all_at(&zeros[..n], off)?;
-                    off += n as u64;
-                }
+                super::write_zeros(&*f, 0, len)?;
                 f.sync_data()?;
                 Ok(f)
             }

@@ -370,16 +370,17 @@ impl Index {
             st.tables = std::iter::once(merged).chain(keep).collect();
         }
         self.write_map()?;
-        for t in old {
-            for p in
-                [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))]
-            {
-                if let Err(e) = self.env.disk.remove(&p) {
-                    tracing::warn!(error = %e, path = %p.display(), "could not remove a merged index table");
-                }
+        old.iter().for_each(|t| self.remove_table_files(t));
+        Ok(())
+    }
+
+    /// Removes a table that the indexmap no longer lists (a leftover is also removed at start).
+    fn remove_table_files(&self, t: &Table) {
+        for p in [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))] {
+            if let Err(e) = self.env.disk.remove(&p) {
+                tracing::warn!(error = %e, path = %p.display(), "could not remove an index table no longer listed");
             }
         }
-        Ok(())
     }
 
     fn write_map(&self) -> Result<(), IndexError> {
@@ -501,15 +502,7 @@ impl Index {
         if !replaced.is_empty() {
             self.state.write().unwrap_or_else(|e| e.into_inner()).tables = next;
             self.write_map()?;
-            for t in replaced {
-                for p in
-                    [t.table.path().to_path_buf(), self.cfg.dir.join(format!("{}.bloomfilter", t.table.name))]
-                {
-                    if let Err(e) = self.env.disk.remove(&p) {
-                        tracing::warn!(error = %e, path = %p.display(), "could not remove a rewritten index table");
-                    }
-                }
-            }
+            replaced.iter().for_each(|t| self.remove_table_files(t));
         }
         Ok((removed, kept))
     }

@@ -231,6 +231,13 @@ pub struct WriteResult {
     pub commit_position: u64,
 }
 
+impl WriteResult {
+    /// One record `n` written at `pos` (the commit position is filled in at commit).
+    fn single(n: i64, pos: u64) -> WriteResult {
+        WriteResult { first_event_number: n, last_event_number: n, position: Some(pos), commit_position: 0 }
+    }
+}
+
 /// A stored event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordedEvent {
@@ -578,15 +585,23 @@ impl Store {
     }
 
     /// [`Store::write`] for async callers: the operation joins the same group-commit queue, and
-    /// the task waits without holding a thread. When no leader is active, one is started with
-    /// [`Runtime::background`](crate::env::Runtime::background) (inline in simulations); it
-    /// commits groups until the queue is empty.
+    /// the task waits without holding a thread. When no leader is active, one is started on the
+    /// blocking pool ([`Runtime::blocking`](crate::env::Runtime::blocking), inline in
+    /// simulations); it commits groups until the queue is empty or a waiting thread can lead.
     pub async fn write_async(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.enqueue(op, Waiter::Task(tx)) {
-            self.start_leader();
+        let leader = self.enqueue(op, Waiter::Task(tx)).then(|| self.start_leader());
+        let r = rx.await.unwrap_or_else(|_| Err(StorageError::Io("the writer stopped".into()).into()));
+        // In simulations the leader ran inline; its modelled I/O time passes here, as it did when
+        // HTTP appends went through `Env::blocking`. A real leader is not waited for: it may go on
+        // with later groups.
+        #[cfg(feature = "sim")]
+        if let Some(io) = leader {
+            io.await;
         }
-        rx.await.unwrap_or_else(|_| Err(StorageError::Io("the writer stopped".into()).into()))
+        #[cfg(not(feature = "sim"))]
+        drop(leader);
+        r
     }
 
     /// Appends events without blocking the calling task (see [`Store::write_async`]).
@@ -614,11 +629,16 @@ impl Store {
     }
 
     /// Runs a dedicated leader in the background (the leader flag is already set).
-    fn start_leader(&self) {
+    /// The returned future completes when that leader is done; dropping it detaches the leader.
+    /// (Simulated runtimes run the leader inline and model its I/O time as that future's delay.)
+    fn start_leader(&self) -> crate::env::BoxFuture<'static, ()> {
         match self.me.upgrade() {
-            Some(store) => self.env.rt.background("group commit", Box::new(move || store.lead(true))),
+            Some(store) => self.env.rt.blocking(Box::new(move || store.lead(true))),
             // Unreachable while a caller holds the store; nothing can commit without it.
-            None => lock(&self.queue).leader = false,
+            None => {
+                lock(&self.queue).leader = false;
+                Box::pin(async {})
+            }
         }
     }
 
@@ -695,7 +715,8 @@ impl Store {
                 Some(Waiter::Task(_)) if dedicated => {}
                 Some(Waiter::Task(_)) => {
                     drop(q);
-                    self.start_leader();
+                    // Detached: this thread goes back to its caller.
+                    drop(self.start_leader());
                     break;
                 }
             }
@@ -966,15 +987,7 @@ impl Store {
                 let n = self.state_in(overlay, SCAVENGE_POINTS)?.last + 1;
                 let pos = self.stage_events(w, overlay, SCAVENGE_POINTS, &[ev], now, staged, false)?;
                 w.complete_now().map_err(StorageError::from)?;
-                Ok((
-                    WriteResult {
-                        first_event_number: n,
-                        last_event_number: n,
-                        position: Some(pos),
-                        commit_position: 0,
-                    },
-                    true,
-                ))
+                Ok((WriteResult::single(n, pos), true))
             }
             WriteOp::Delete { stream, expected, hard } => {
                 engine::validate_name(stream)?;
@@ -1028,15 +1041,7 @@ impl Store {
                     };
                     let pos = self.stage_events(w, overlay, &meta, &[ev], now, staged, false)?;
                     let n = meta_state.last + 1;
-                    Ok((
-                        WriteResult {
-                            first_event_number: n,
-                            last_event_number: n,
-                            position: Some(pos),
-                            commit_position: 0,
-                        },
-                        true,
-                    ))
+                    Ok((WriteResult::single(n, pos), true))
                 }
             }
         }
