@@ -76,7 +76,10 @@ impl FaultKind {
 
     /// Whether this kind destroys committed data.
     pub fn destructive(self) -> bool {
-        matches!(self, FaultKind::LostWrite | FaultKind::Misdirect | FaultKind::BitRot | FaultKind::LatentSector)
+        matches!(
+            self,
+            FaultKind::LostWrite | FaultKind::Misdirect | FaultKind::BitRot | FaultKind::LatentSector
+        )
     }
 }
 
@@ -197,8 +200,8 @@ impl FaultPlan {
         if on(FaultKind::Misdirect) {
             disk.misdirect = log_uniform(&mut rng, 1e-3, 2e-2);
         }
-        let io_delay = on(FaultKind::SlowIo)
-            .then(|| (log_uniform(&mut rng, 0.01, 0.5), span(&mut rng, 1, 200)));
+        let io_delay =
+            on(FaultKind::SlowIo).then(|| (log_uniform(&mut rng, 0.01, 0.5), span(&mut rng, 1, 200)));
         let secs = duration.as_secs_f64().max(1.0);
         let mut events = Vec::new();
         let hosts = client_hosts.max(1);
@@ -213,9 +216,10 @@ impl FaultPlan {
                         down: span(&mut rng, 0, 3000),
                     },
                     FaultKind::Kill => FaultEvent::Kill { down: span(&mut rng, 0, 2000) },
-                    FaultKind::Partition => {
-                        FaultEvent::Partition { host: rng.gen_range(0..hosts), span: span(&mut rng, 100, 8000) }
-                    }
+                    FaultKind::Partition => FaultEvent::Partition {
+                        host: rng.gen_range(0..hosts),
+                        span: span(&mut rng, 100, 8000),
+                    },
                     FaultKind::Hold => {
                         FaultEvent::Hold { host: rng.gen_range(0..hosts), span: span(&mut rng, 100, 4000) }
                     }
@@ -227,9 +231,10 @@ impl FaultPlan {
                         let mag = log_uniform(&mut rng, 1e3, 3.6e9) as i64;
                         FaultEvent::ClockJump { delta_us: if rng.gen_bool(0.5) { mag } else { -mag } }
                     }
-                    FaultKind::DiskEio | FaultKind::ReadFlip | FaultKind::LostWrite | FaultKind::Misdirect => {
-                        FaultEvent::DiskTrouble { span: span(&mut rng, 200, 5000) }
-                    }
+                    FaultKind::DiskEio
+                    | FaultKind::ReadFlip
+                    | FaultKind::LostWrite
+                    | FaultKind::Misdirect => FaultEvent::DiskTrouble { span: span(&mut rng, 200, 5000) },
                     FaultKind::DiskFull => FaultEvent::DiskFull {
                         budget: rng.gen_range(0..256 * 1024),
                         span: span(&mut rng, 500, 8000),

@@ -212,7 +212,13 @@ impl File for SeededFile {
         let len = buf.len() as u64;
         let ok = f
             .space_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| if s == u64::MAX { Some(s) } else { s.checked_sub(len) })
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                if s == u64::MAX {
+                    Some(s)
+                } else {
+                    s.checked_sub(len)
+                }
+            })
             .is_ok();
         if !ok {
             f.note(format!("ENOSPC on write of {} ({len} bytes)", self.path.display()));
@@ -232,7 +238,10 @@ impl File for SeededFile {
         if self.silent_ok && f.chance(r.misdirect) {
             let k = (1 + f.below(8)) * SECTOR;
             let to = if f.below(2) == 0 || offset < k { offset + k } else { offset - k };
-            f.note(format!("misdirected write of {} from {offset} to {to} ({len} bytes)", self.path.display()));
+            f.note(format!(
+                "misdirected write of {} from {offset} to {to} ({len} bytes)",
+                self.path.display()
+            ));
             return self.inner.write_all_at(buf, to);
         }
         self.inner.write_all_at(buf, offset)

@@ -121,7 +121,8 @@ pub fn meta(opts: &Options) -> Result<usize, String> {
     if a.trace == b.trace && a.failures == b.failures {
         return Ok(a.trace.len());
     }
-    let i = a.trace.iter().zip(&b.trace).position(|(x, y)| x != y).unwrap_or(a.trace.len().min(b.trace.len()));
+    let i =
+        a.trace.iter().zip(&b.trace).position(|(x, y)| x != y).unwrap_or(a.trace.len().min(b.trace.len()));
     Err(format!(
         "seed {} is not deterministic: traces differ at line {i} (of {} and {}):\n  first:  {}\n  second: {}\nfailures: {:?} vs {:?}",
         opts.seed,

@@ -38,7 +38,13 @@ pub struct Report {
 
 /// Checks `history`. `final_reads` are the ids of the final reads; `liveness` requires them to
 /// have been answered. `budget` bounds the states explored per stream.
-pub fn check(history: &History, final_reads: &[usize], streams: usize, liveness: bool, budget: u64) -> Report {
+pub fn check(
+    history: &History,
+    final_reads: &[usize],
+    streams: usize,
+    liveness: bool,
+    budget: u64,
+) -> Report {
     let mut r = Report::default();
     integrity(history, &mut r);
     acked_not_lost(history, &mut r);
@@ -57,11 +63,13 @@ pub fn check(history: &History, final_reads: &[usize], streams: usize, liveness:
         for &id in final_reads {
             let op = &history.ops[id];
             if !matches!(op.outcome, Outcome::Read { .. } | Outcome::NoStream | Outcome::Deleted) {
-                r.failures.push(format!("liveness: the node did not serve after every fault was healed: {op}"));
+                r.failures
+                    .push(format!("liveness: the node did not serve after every fault was healed: {op}"));
             }
         }
     }
-    let mut names: Vec<&str> = history.ops.iter().filter(|o| !o.stream.is_empty()).map(|o| o.stream.as_str()).collect();
+    let mut names: Vec<&str> =
+        history.ops.iter().filter(|o| !o.stream.is_empty()).map(|o| o.stream.as_str()).collect();
     names.sort();
     names.dedup();
     for s in names {
@@ -175,7 +183,9 @@ fn apply(m: &mut Model, stream: &str, kind: &OpKind) -> ModelOut {
             ModelOut::Append(m.append(stream, *expected, evs, 0))
         }
         OpKind::Delete { expected, hard } => ModelOut::Delete(m.delete(stream, *expected, *hard, 0)),
-        OpKind::ReadForward { from, count } => ModelOut::Read(m.read_forward(stream, *from, *count, false, 0)),
+        OpKind::ReadForward { from, count } => {
+            ModelOut::Read(m.read_forward(stream, *from, *count, false, 0))
+        }
         OpKind::ReadBackward { count } => ModelOut::Read(m.read_backward(stream, -1, *count, false, 0)),
         OpKind::Restart => {
             m.forget_recent_ids();
@@ -197,7 +207,11 @@ fn shown(kind: &OpKind, s: &StreamSlice) -> Vec<ReadEv> {
         .iter()
         .map(|e| &e.event)
         .filter(|e| keep(e.event_number))
-        .map(|e| ReadEv { number: e.event_number, id: e.id, data: String::from_utf8_lossy(&e.data).into_owned() })
+        .map(|e| ReadEv {
+            number: e.event_number,
+            id: e.id,
+            data: String::from_utf8_lossy(&e.data).into_owned(),
+        })
         .collect();
     v.sort_by_key(|e| e.number);
     v
@@ -207,11 +221,16 @@ fn shown(kind: &OpKind, s: &StreamSlice) -> Vec<ReadEv> {
 fn consistent(kind: &OpKind, out: &Outcome, m: &ModelOut) -> Result<(), String> {
     let ok = match (out, m) {
         (Outcome::Unknown(_) | Outcome::Pending, _) | (_, ModelOut::Restart) => true,
-        (Outcome::Appended { first }, ModelOut::Append(Ok(a))) => first.is_none_or(|f| f == a.first_event_number),
-        (Outcome::WrongVersion { current }, ModelOut::Append(Err(AppendError::WrongExpectedVersion { current: c }))) => {
-            current.is_none_or(|x| x == *c)
+        (Outcome::Appended { first }, ModelOut::Append(Ok(a))) => {
+            first.is_none_or(|f| f == a.first_event_number)
         }
-        (Outcome::WrongVersion { .. }, ModelOut::Delete(Err(AppendError::WrongExpectedVersion { .. }))) => true,
+        (
+            Outcome::WrongVersion { current },
+            ModelOut::Append(Err(AppendError::WrongExpectedVersion { current: c })),
+        ) => current.is_none_or(|x| x == *c),
+        (Outcome::WrongVersion { .. }, ModelOut::Delete(Err(AppendError::WrongExpectedVersion { .. }))) => {
+            true
+        }
         (Outcome::Deleted, ModelOut::Append(Err(AppendError::StreamDeleted)))
         | (Outcome::Deleted, ModelOut::Delete(Err(AppendError::StreamDeleted)))
         | (Outcome::Deleted, ModelOut::Read(Err(ReadError::StreamDeleted)))
@@ -227,8 +246,10 @@ fn consistent(kind: &OpKind, out: &Outcome, m: &ModelOut) -> Result<(), String> 
         ModelOut::Append(r) => format!("model: {r:?}"),
         ModelOut::Delete(r) => format!("model: {r:?}"),
         ModelOut::Read(Ok(s)) => {
-            let ev: Vec<String> =
-                shown(kind, s).iter().map(|e| format!("{}:{}", e.number, crate::history::short_id(&e.id))).collect();
+            let ev: Vec<String> = shown(kind, s)
+                .iter()
+                .map(|e| format!("{}:{}", e.number, crate::history::short_id(&e.id)))
+                .collect();
             format!("model: 200 [{}]", ev.join(" "))
         }
         ModelOut::Read(Err(e)) => format!("model: {e:?}"),
@@ -308,7 +329,9 @@ fn stream_ops<'a>(h: &'a History, stream: &str, final_reads: &[usize]) -> Vec<CO
         .filter(|o| o.stream == stream)
         .find_map(|o| match &o.outcome {
             // Only a read that reached the end of the stream shows everything it holds.
-            Outcome::Read { events } if events.len() < FULL_READ => Some(events.iter().map(|e| e.id).collect()),
+            Outcome::Read { events } if events.len() < FULL_READ => {
+                Some(events.iter().map(|e| e.id).collect())
+            }
             Outcome::NoStream => Some(HashSet::new()),
             _ => None,
         })
@@ -382,8 +405,14 @@ fn linearize(h: &History, stream: &str, final_reads: &[usize], budget: u64) -> S
     let finite = ops.iter().filter(|o| o.ret != u64::MAX).count();
     let words = ops.len().div_ceil(64).max(1);
     let bits = vec![0u64; words];
-    let mut stack =
-        vec![Frame { model: std::rc::Rc::new(Model::new()), cands: candidates(&ops, &bits), bits, done: 0, fp: 0, next: 0 }];
+    let mut stack = vec![Frame {
+        model: std::rc::Rc::new(Model::new()),
+        cands: candidates(&ops, &bits),
+        bits,
+        done: 0,
+        fp: 0,
+        next: 0,
+    }];
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
     let mut explored = 0u64;
     let mut work = 0u64;
@@ -420,8 +449,12 @@ fn linearize(h: &History, stream: &str, final_reads: &[usize], budget: u64) -> S
         let (model, out, before, after) = if is_read {
             let m = top.model.clone();
             let out = match &o.op.kind {
-                OpKind::ReadForward { from, count } => ModelOut::Read(m.read_forward(stream, *from, *count, false, 0)),
-                OpKind::ReadBackward { count } => ModelOut::Read(m.read_backward(stream, -1, *count, false, 0)),
+                OpKind::ReadForward { from, count } => {
+                    ModelOut::Read(m.read_forward(stream, *from, *count, false, 0))
+                }
+                OpKind::ReadBackward { count } => {
+                    ModelOut::Read(m.read_backward(stream, -1, *count, false, 0))
+                }
                 _ => unreachable!("is_read"),
             };
             (m, out, 0, 0)
@@ -447,7 +480,11 @@ fn linearize(h: &History, stream: &str, final_reads: &[usize], budget: u64) -> S
                 .zip(&ids)
                 .find(|(n, id)| observed.get(n).is_some_and(|seen| seen != *id));
             if let Some((n, _)) = clash {
-                reject(&mut deepest, top.done, format!("would write event {n}, which reads showed with another id"));
+                reject(
+                    &mut deepest,
+                    top.done,
+                    format!("would write event {n}, which reads showed with another id"),
+                );
                 continue;
             }
         }
@@ -500,7 +537,11 @@ mod tests {
 
     fn read(h: &History, id: usize) -> Vec<ReadEv> {
         let OpKind::Append { events, .. } = &h.ops[id].kind else { unreachable!() };
-        events.iter().enumerate().map(|(i, e)| ReadEv { number: i as i64, id: e.id, data: e.data.clone() }).collect()
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ReadEv { number: i as i64, id: e.id, data: e.data.clone() })
+            .collect()
     }
 
     #[test]
@@ -553,7 +594,8 @@ mod tests {
         let mut h2 = History::default();
         let a = h2.invoke(0, "s", OpKind::Append { expected: -2, events: vec![ev(1)], retry_of: None }, 0);
         h2.complete(a, Outcome::Appended { first: Some(0) }, 10);
-        let b = h2.invoke(0, "s", OpKind::Append { expected: -2, events: vec![ev(1)], retry_of: Some(a) }, 30);
+        let b =
+            h2.invoke(0, "s", OpKind::Append { expected: -2, events: vec![ev(1)], retry_of: Some(a) }, 30);
         h2.complete(b, Outcome::Appended { first: Some(1) }, 40);
         assert!(!check(&h2, &[], 1, false, 100_000).failures.is_empty());
     }

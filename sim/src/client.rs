@@ -86,7 +86,9 @@ impl Client {
     /// Sends `req` and reads the whole response, within the timeout.
     pub async fn send(&mut self, req: http::Request<Full<Bytes>>) -> Result<Resp, Failure> {
         self.connect().await?;
-        let Some((send, _)) = self.conn.as_mut() else { return Err(Failure::NotSent("no connection".into())) };
+        let Some((send, _)) = self.conn.as_mut() else {
+            return Err(Failure::NotSent("no connection".into()));
+        };
         let exchange = async {
             send.ready().await.map_err(|e| Failure::NotSent(format!("connection not ready: {e}")))?;
             let resp = send.send_request(req).await.map_err(|e| Failure::Unknown(format!("send: {e}")))?;

@@ -212,7 +212,8 @@ impl fmt::Display for Outcome {
             Outcome::Deleted => write!(f, "410 deleted"),
             Outcome::DeleteDone => write!(f, "204 deleted"),
             Outcome::Read { events } if events.len() <= 8 => {
-                let evs: Vec<String> = events.iter().map(|e| format!("{}:{}", e.number, short_id(&e.id))).collect();
+                let evs: Vec<String> =
+                    events.iter().map(|e| format!("{}:{}", e.number, short_id(&e.id))).collect();
                 write!(f, "200 [{}]", evs.join(" "))
             }
             Outcome::Read { events } => {

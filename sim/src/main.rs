@@ -52,7 +52,9 @@ fn parse() -> Result<Args, String> {
             "--bug" => {
                 let v = val(i)?;
                 let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
-                a.base.bugs.push(Bug::parse(&v).ok_or(format!("unknown bug {v}; known: {}", names.join(", ")))?);
+                a.base
+                    .bugs
+                    .push(Bug::parse(&v).ok_or(format!("unknown bug {v}; known: {}", names.join(", ")))?);
             }
             "--standard" => {
                 let s = Options::standard(0);

@@ -218,7 +218,8 @@ impl Harness {
                 let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 *len > 0
                     && (name.starts_with("chunk-") && !name.ends_with(".tmp")
-                        || !chunks_only && uuid::Uuid::parse_str(name.trim_end_matches(".bloomfilter")).is_ok())
+                        || !chunks_only
+                            && uuid::Uuid::parse_str(name.trim_end_matches(".bloomfilter")).is_ok())
             })
             .collect();
         if files.is_empty() {
@@ -534,11 +535,21 @@ pub fn run(opts: &Options) -> RunResult {
     for p in crate::panics::end() {
         failures.insert(0, format!("panic (the node must refuse with an error, never panic): {p}"));
     }
+    let (sites, fired) = annal::buggify::report();
+    if plan.has(FaultKind::Buggify) {
+        let active: Vec<&str> = sites.iter().filter(|(_, a)| *a).map(|(s, _)| *s).collect();
+        shared.trace.at(
+            sim_time.as_micros() as u64,
+            "sim",
+            format!("buggify: {} sites reached, active {active:?}, fired {fired} times", sites.len()),
+        );
+    }
     annal::buggify::disable();
     annal::buggify::set_bugs(&[]);
     let history = shared.history.borrow();
     let finals = shared.final_reads.borrow().clone();
-    let report = timed(|| crate::checker::check(&history, &finals, wl.streams, !plan.destructive(), opts.budget));
+    let report =
+        timed(|| crate::checker::check(&history, &finals, wl.streams, !plan.destructive(), opts.budget));
     let (report, check_wall) = report;
     failures.extend(report.failures);
     let trace = shared.trace.lines();
@@ -580,4 +591,3 @@ fn sim_builder(opts: &Options, seed: u64, latency: Duration) -> turmoil::Builder
 fn fixed_epoch() -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
 }
-

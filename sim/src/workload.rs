@@ -9,6 +9,10 @@
 //! Invariant: all randomness comes from the client's own seeded stream; the only other inputs are
 //! the node's answers, which are themselves a function of the seed.
 
+// The clients run on turmoil's client hosts, whose tokio clock is the simulation's paused clock:
+// `tokio::time::sleep` is simulated time here, not the OS clock the lint guards against.
+#![allow(clippy::disallowed_methods)]
+
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -141,7 +145,8 @@ fn event(st: &mut ClientState, i: usize, pad_max: usize) -> Ev {
     id[6] = (id[6] & 0x0f) | 0x40;
     id[8] = (id[8] & 0x3f) | 0x80;
     st.seq += 1;
-    let pad_len = if st.rng.gen_ratio(1, 20) { st.rng.gen_range(0..=pad_max) } else { st.rng.gen_range(0..64) };
+    let pad_len =
+        if st.rng.gen_ratio(1, 20) { st.rng.gen_range(0..=pad_max) } else { st.rng.gen_range(0..64) };
     let pad: String = (0..pad_len).map(|k| (b'a' + ((k + st.seq as usize) % 26) as u8) as char).collect();
     Ev {
         id,
@@ -233,13 +238,20 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
         Err(Failure::Unknown(w)) if kind.is_write() => return Outcome::Unknown(w),
         Err(Failure::Unknown(w)) => return Outcome::Refused(w),
     };
-    let text = || format!("{} {}", resp.reason, String::from_utf8_lossy(&resp.body).chars().take(200).collect::<String>());
+    let text = || {
+        format!(
+            "{} {}",
+            resp.reason,
+            String::from_utf8_lossy(&resp.body).chars().take(200).collect::<String>()
+        )
+    };
     match (kind, resp.status) {
         (OpKind::Append { .. }, 201) => Outcome::Appended {
             first: resp.header("location").and_then(|l| l.rsplit('/').next()).and_then(|n| n.parse().ok()),
         },
         (OpKind::Append { .. } | OpKind::Delete { .. }, 400)
-            if resp.reason.contains("Wrong expected EventNumber") || text().contains("Wrong expected EventNumber") =>
+            if resp.reason.contains("Wrong expected EventNumber")
+                || text().contains("Wrong expected EventNumber") =>
         {
             Outcome::WrongVersion { current: resp.header("es-currentversion").and_then(|c| c.parse().ok()) }
         }
@@ -301,7 +313,9 @@ async fn final_reads(st: &mut ClientState, cfg: &WorkloadConfig, shared: &Shared
     for s in 0..cfg.streams {
         loop {
             let (id, out) = run_op(st, shared, s, OpKind::ReadForward { from: 0, count: FULL_READ }).await;
-            if matches!(out, Outcome::Read { .. } | Outcome::NoStream | Outcome::Deleted) || now_us() > deadline {
+            if matches!(out, Outcome::Read { .. } | Outcome::NoStream | Outcome::Deleted)
+                || now_us() > deadline
+            {
                 shared.final_reads.borrow_mut().push(id);
                 break;
             }

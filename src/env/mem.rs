@@ -303,7 +303,11 @@ impl Disk for MemDisk {
                 id
             }
         };
-        Ok(Arc::new(MemFile { data: st.files[&id].clone(), writable: mode != OpenMode::Read, volatile: self.volatile }))
+        Ok(Arc::new(MemFile {
+            data: st.files[&id].clone(),
+            writable: mode != OpenMode::Read,
+            volatile: self.volatile,
+        }))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);

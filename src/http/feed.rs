@@ -694,7 +694,7 @@ mod tests {
     #[test]
     fn direct_feed_json_is_the_value_document() {
         let plain = |e: RecordedEvent| ResolvedEvent { event: e, link: None };
-        let entries = vec![
+        let entries = [
             plain(ev("s-1", 0, "a", br#"{"x": [1, 2], "q": "\"<&>\n\u00e9"}"#, b"", true)),
             plain(ev("s-1", 1, "b", br#"{"m":1}"#, br#"{"meta":"d"}"#, true)),
             plain(ev("s-1", 2, "c", b"not json \x01\t\xff", b"raw meta", false)),

@@ -300,26 +300,22 @@ fn touches_users(stream: &str) -> bool {
 /// Checks `Write` access to `stream` and appends atomically; 201 with `Location` of the first
 /// event.
 pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, events: Vec<NewEvent>) -> Reply {
-    // With the stream's ACL inputs cached (the usual case) the append joins the group commit
-    // straight from this task; otherwise the check reads them on the blocking pool first.
-    let r: Result<Option<WriteResult>, WriteError> =
-        match api.auth.check_cached(req.principal.as_ref(), &stream, Operation::Write) {
-            Some(access) if access.allowed => {
-                api.node.store.append_async(&stream, expected, events).await.map(Some)
-            }
-            Some(_) => Ok(None),
-            None => {
-                let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
-                let env = api.node.env.clone();
-                env.blocking(move || {
-                    if !a.auth.check(p.as_ref(), &s, Operation::Write)?.allowed {
-                        return Ok(None);
-                    }
-                    a.node.store.append(&s, expected, events).map(Some)
-                })
-                .await
-            }
-        };
+    // The ACL check uses cached metadata and settings when it can (the usual case); otherwise it
+    // reads them on the blocking pool. The append then joins the group commit from this task.
+    let access = match api.auth.check_cached(req.principal.as_ref(), &stream, Operation::Write) {
+        Some(access) => Ok(access),
+        None => {
+            let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
+            api.node.env.blocking(move || a.auth.check(p.as_ref(), &s, Operation::Write)).await
+        }
+    };
+    let r: Result<Option<WriteResult>, WriteError> = match access {
+        Ok(access) if access.allowed => {
+            api.node.store.append_async(&stream, expected, events).await.map(Some)
+        }
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.into()),
+    };
     if touches_users(&stream) {
         api.auth.invalidate();
     }

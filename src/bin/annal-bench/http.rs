@@ -523,6 +523,7 @@ pub fn node_mode(args: &Args) {
             return;
         };
         tokio::select! {
+            biased;
             _ = term.recv() => {}
             _ = int.recv() => {}
         }

@@ -286,6 +286,12 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut push = |workload: &str, r: Result<Measured, String>| {
         let row = match r {
+            // Every connection failed at once: the row shows why.
+            Ok(m) if m.events == 0 && m.first_error.is_some() => Row {
+                workload: workload.into(),
+                m: None,
+                note: format!("failed: {}", m.first_error.unwrap_or_default()),
+            },
             Ok(m) => Row { workload: workload.into(), note: String::new(), m: Some(m) },
             Err(e) => Row { workload: workload.into(), m: None, note: e },
         };

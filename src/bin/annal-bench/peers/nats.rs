@@ -37,15 +37,21 @@ pub async fn start(dir: &Path) -> Result<Box<dyn Driver>, String> {
         return Err(format!("{e}: {}", super::log_tail(dir)));
     }
     let url = format!("127.0.0.1:{port}");
-    let js = context(&url).await?;
-    js.create_stream(stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["ev.>".into()],
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| format!("create stream: {e}"))?;
+    let setup = async {
+        let js = context(&url).await?;
+        js.create_stream(stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["ev.>".into()],
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("create stream: {e}"))
+    };
+    if let Err(e) = setup.await {
+        super::stop_child(&mut child);
+        return Err(e);
+    }
     Ok(Box::new(Nats { child, url, payload: gen::payload(1024) }))
 }
 

@@ -151,9 +151,18 @@ pub async fn start(dir: &Path) -> Result<Box<dyn Driver>, String> {
     let conninfo = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
     let pg =
         Postgres { child, pgdata, bin, conninfo, payload: gen::payload(1024), peak_pss: Default::default() };
-    let (c, _) = pg.connect().await?;
-    c.batch_execute(SCHEMA).await.map_err(|e| format!("schema: {e}"))?;
-    Ok(Box::new(pg))
+    let setup = async {
+        let (c, _) = pg.connect().await?;
+        c.batch_execute(SCHEMA).await.map_err(|e| format!("schema: {e}"))
+    };
+    match setup.await {
+        Ok(()) => Ok(Box::new(pg)),
+        Err(e) => {
+            let mut pg = pg;
+            pg.stop();
+            Err(e)
+        }
+    }
 }
 
 impl Postgres {

@@ -1,5 +1,6 @@
 //! SierraDB (`cargo install sierradb-server`), its defaults (durable: acknowledged after its
-//! timer-driven group sync), single node, over RESP3 with the `redis` crate. `EAPPEND` with
+//! timer-driven group sync), single node, over RESP3 with the `redis` crate (event ids are left to
+//! the server: they must embed the partition hash). `EAPPEND` with
 //! `EXPECTED_VERSION`, `EMAPPEND` for a batch (one transaction), `ESCAN` for stream reads. Events
 //! are ordered per partition (32), not globally, so the catch-up row is n/a; live subscriptions
 //! (`ESUB`, RESP3 push) are not driven here.
@@ -13,6 +14,9 @@ use redis::Value;
 
 use super::{Driver, Subscriber};
 use crate::gen::{self, BoxFut, Op};
+
+/// SierraDB's namespace of default partition keys (`sierradb::id::NAMESPACE_PARTITION_KEY`).
+const NAMESPACE_PARTITION_KEY: uuid::Uuid = uuid::Uuid::from_u128(0x219bd637_e279_53e9_9e2b_eabe5d9120cc);
 
 pub struct Sierra {
     child: Child,
@@ -39,19 +43,30 @@ pub async fn start(dir: &Path) -> Result<Box<dyn Driver>, String> {
     }
     let url = format!("redis://127.0.0.1:{port}/?protocol=resp3");
     // The server opens its port before its partitions are ready: wait for an append to work.
-    let mut conn = super::redis::connect(&url).await?;
+    let mut conn = match super::redis::connect(&url).await {
+        Ok(c) => c,
+        Err(e) => {
+            super::stop_child(&mut child);
+            return Err(e);
+        }
+    };
     let start = std::time::Instant::now();
-    loop {
+    for attempt in 0u32.. {
         let r: Result<Value, _> = redis::cmd("EAPPEND")
-            .arg("ready-probe")
+            .arg(format!("ready-probe-{attempt}"))
             .arg("probe")
+            .arg("EXPECTED_VERSION")
+            .arg("empty")
             .arg("PAYLOAD")
             .arg("{}")
             .query_async(&mut conn)
             .await;
         match r {
             Ok(_) => break,
-            Err(e) if start.elapsed().as_secs() > 60 => return Err(format!("not ready after 60 s: {e}")),
+            Err(e) if start.elapsed().as_secs() > 60 => {
+                super::stop_child(&mut child);
+                return Err(format!("not ready after 60 s: {e}"));
+            }
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
         }
     }
@@ -71,8 +86,6 @@ struct Append {
     streams: Vec<String>,
     versions: Vec<i64>,
     batch: usize,
-    conn_id: u64,
-    seq: u64,
     payload: Bytes,
     rng: gen::Rng,
 }
@@ -88,8 +101,6 @@ impl Op for Append {
                 let _: Value = redis::cmd("EAPPEND")
                     .arg(s)
                     .arg("bench")
-                    .arg("EVENT_ID")
-                    .arg(gen::uuid_for(self.conn_id, self.seq))
                     .arg("EXPECTED_VERSION")
                     .arg(version_arg(v))
                     .arg("PAYLOAD")
@@ -99,12 +110,11 @@ impl Op for Append {
                     .map_err(|e| format!("EAPPEND: {e}"))?;
             } else {
                 let mut c = redis::cmd("EMAPPEND");
-                c.arg(uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, s.as_bytes()).to_string());
+                // The partition EAPPEND and ESCAN pick for the stream by default.
+                c.arg(uuid::Uuid::new_v5(&NAMESPACE_PARTITION_KEY, s.as_bytes()).to_string());
                 for i in 0..self.batch as i64 {
                     c.arg(s)
                         .arg("bench")
-                        .arg("EVENT_ID")
-                        .arg(gen::uuid_for(self.conn_id, self.seq + i as u64))
                         .arg("EXPECTED_VERSION")
                         .arg(version_arg(v + i))
                         .arg("PAYLOAD")
@@ -112,7 +122,6 @@ impl Op for Append {
                 }
                 let _: Value = c.query_async(&mut self.conn).await.map_err(|e| format!("EMAPPEND: {e}"))?;
             }
-            self.seq += self.batch as u64;
             self.versions[k] += self.batch as i64;
             Ok(self.batch as u64)
         })
@@ -187,8 +196,6 @@ impl Driver for Sierra {
                     streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
                     versions: vec![-1; streams_each],
                     batch,
-                    conn_id: crate::http::unique(),
-                    seq: 0,
                     payload: self.payload.clone(),
                     rng: gen::Rng(0x5EED + c as u64),
                 }));
@@ -204,8 +211,6 @@ impl Driver for Sierra {
                 streams: vec![stream.to_owned()],
                 versions: vec![-1],
                 batch: 100,
-                conn_id: crate::http::unique(),
-                seq: 0,
                 payload: self.payload.clone(),
                 rng: gen::Rng(1),
             };
