@@ -123,26 +123,18 @@ impl Client {
         if r.status != 200 {
             return Err(format!("read {path}: {} {}", r.status, r.reason));
         }
-        #[derive(serde::Deserialize)]
-        struct Link {
-            uri: String,
-            relation: String,
-        }
-        #[derive(serde::Deserialize)]
-        struct Doc {
-            links: Vec<Link>,
-            entries: Vec<serde::de::IgnoredAny>,
-        }
-        let doc: Doc = serde_json::from_slice(&r.body).map_err(|e| format!("$all page: {e}"))?;
-        let next = doc
-            .links
-            .iter()
-            .find(|l| l.relation == "previous")
-            .and_then(|l| l.uri.split("/streams/%24all/").nth(1))
-            .and_then(|t| t.split('/').next())
-            .map(str::to_owned);
-        let next = if doc.entries.is_empty() { None } else { next };
-        Ok((doc.entries.len(), next))
+        // Entries are counted and the `previous` link found by scanning the bytes: the generator
+        // must not spend more on a page than the server does.
+        let n = count_entries(&r.body);
+        let next = memchr::memmem::find(&r.body, b"\"relation\": \"previous\"").and_then(|at| {
+            let head = &r.body[..at];
+            let uri_at = memchr::memmem::rfind(head, b"/streams/%24all/")? + "/streams/%24all/".len();
+            let tail = &head[uri_at..];
+            let end = tail.iter().position(|&c| c == b'/')?;
+            Some(String::from_utf8_lossy(&tail[..end]).into_owned())
+        });
+        let next = if n == 0 { None } else { next };
+        Ok((n, next))
     }
 }
 

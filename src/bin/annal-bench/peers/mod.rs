@@ -263,7 +263,7 @@ fn install(name: &str, smoke: bool) -> Result<(), String> {
         Ok(())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("install failed").to_owned();
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("install failed").to_owned();
         Err(last)
     }
 }
