@@ -382,6 +382,7 @@ fn nice_cow(b: &[u8], embed: Embed) -> std::borrow::Cow<'_, str> {
 /// One entry of a feed, as [`entry_json`] with `single = false` builds it.
 fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool) -> EntryOut<'a> {
     let v = view(ev, resolve);
+    let number = v.number.to_string();
     let mut out = EntryOut {
         event_id: None,
         event_type: None,
@@ -395,8 +396,8 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
         is_link_meta_data: None,
         position_event_number: None,
         position_stream_id: None,
-        title: format!("{}@{}", v.number, v.stream),
-        id: format!("{base}/streams/{}/{}", escape(&v.stream), v.number),
+        title: [number.as_str(), "@", &v.stream].concat(),
+        id: [base, "/streams/", &escape(&v.stream), "/", &number].concat(),
         updated: iso8601(v.updated_us),
         summary: v.summary,
         content: None,
@@ -443,6 +444,41 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
     out
 }
 
+/// Nonzero when any byte of `block` (a multiple of eight bytes long) is `"`, `\\` or a control
+/// character (below 0x20). Exact (no false positives): SWAR zero-byte and less-than tests per
+/// 8-byte word, written so the compiler can vectorise a whole block.
+fn escapes(block: &[u8]) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    block.chunks_exact(8).fold(0, |acc, word| {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        let quote = zero(w ^ (ONES * b'"' as u64));
+        let backslash = zero(w ^ (ONES * b'\\' as u64));
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        acc | quote | backslash | control
+    })
+}
+
+/// Appends the decimal form of `v`.
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
 /// A pretty-printed JSON writer producing exactly serde_json's `to_vec_pretty` layout (two
 /// spaces per level, `"key": value`, `[]`/`{}` when empty) for the fixed shape of a feed.
 struct Pretty {
@@ -451,21 +487,34 @@ struct Pretty {
 
 impl Pretty {
     /// Starts field `key` of an object whose fields sit at `indent` spaces.
+    /// Keys are fixed identifiers of the feed's shape, so they need no escaping.
     fn key(&mut self, indent: usize, first: &mut bool, key: &str) {
+        debug_assert!(key.bytes().all(|b| b.is_ascii_alphanumeric()), "{key}");
         if !std::mem::replace(first, false) {
             self.out.push(b',');
         }
         self.out.push(b'\n');
-        self.out.resize(self.out.len() + indent, b' ');
-        self.string(key);
-        self.out.extend_from_slice(b": ");
+        self.spaces(indent);
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\": ");
+    }
+
+    /// `n` spaces of indentation.
+    fn spaces(&mut self, mut n: usize) {
+        const SPACES: &[u8; 32] = b"                                ";
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            self.out.extend_from_slice(&SPACES[..k]);
+            n -= k;
+        }
     }
 
     /// Closes an object or array whose members sat at `indent` spaces.
     fn close(&mut self, indent: usize, empty: bool, bracket: u8) {
         if !empty {
             self.out.push(b'\n');
-            self.out.resize(self.out.len() + indent - 2, b' ');
+            self.spaces(indent - 2);
         }
         self.out.push(bracket);
     }
@@ -482,7 +531,7 @@ impl Pretty {
 
     fn int_field(&mut self, indent: usize, first: &mut bool, key: &str, v: i64) {
         self.key(indent, first, key);
-        self.out.extend_from_slice(v.to_string().as_bytes());
+        push_int(&mut self.out, v);
     }
 
     fn bool_field(&mut self, indent: usize, first: &mut bool, key: &str, v: bool) {
@@ -513,7 +562,7 @@ impl Pretty {
                 self.out.push(b',');
             }
             self.out.push(b'\n');
-            self.out.resize(self.out.len() + indent + 2, b' ');
+            self.spaces(indent + 2);
             self.out.push(b'{');
             let mut f = true;
             self.str_field(indent + 4, &mut f, "uri", uri);
@@ -524,46 +573,55 @@ impl Pretty {
     }
 
     /// A JSON string with serde_json's escapes: `\"`, `\\`, `\b \t \n \f \r`, `\u00XX` for the
-    /// other control characters; everything else as is. Runs without escapes are copied whole.
+    /// other control characters; everything else as is. Eight bytes are tested at a time and runs
+    /// without escapes are copied whole.
     fn string(&mut self, s: &str) {
         let b = s.as_bytes();
         self.out.reserve(b.len() + 2);
         self.out.push(b'"');
-        // Control characters are rare: one vectorisable pass decides whether to look for them.
-        let controls = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
         let mut start = 0;
-        if !controls {
-            for at in memchr::memchr2_iter(b'"', b'\\', b) {
-                self.out.extend_from_slice(&b[start..at]);
-                self.out.push(b'\\');
-                self.out.push(b[at]);
-                start = at + 1;
+        let mut at = 0;
+        while at < b.len() {
+            if let Some(block) = b.get(at..at + 32) {
+                if escapes(block) == 0 {
+                    at += 32;
+                    continue;
+                }
             }
-        } else {
-            for (at, &c) in b.iter().enumerate() {
-                let esc: &[u8] = match c {
-                    b'"' => b"\\\"",
-                    b'\\' => b"\\\\",
-                    0x08 => b"\\b",
-                    0x09 => b"\\t",
-                    0x0a => b"\\n",
-                    0x0c => b"\\f",
-                    0x0d => b"\\r",
-                    0x00..=0x1f => {
-                        self.out.extend_from_slice(&b[start..at]);
-                        const HEX: &[u8; 16] = b"0123456789abcdef";
-                        self.out.extend_from_slice(b"\\u00");
-                        self.out.push(HEX[(c >> 4) as usize]);
-                        self.out.push(HEX[(c & 15) as usize]);
-                        start = at + 1;
-                        continue;
-                    }
-                    _ => continue,
-                };
-                self.out.extend_from_slice(&b[start..at]);
-                self.out.extend_from_slice(esc);
-                start = at + 1;
+            if let Some(block) = b.get(at..at + 8) {
+                if escapes(block) == 0 {
+                    at += 8;
+                    continue;
+                }
             }
+            let c = b[at];
+            let esc: &[u8] = match c {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                0x08 => b"\\b",
+                0x09 => b"\\t",
+                0x0a => b"\\n",
+                0x0c => b"\\f",
+                0x0d => b"\\r",
+                0x00..=0x1f => {
+                    self.out.extend_from_slice(&b[start..at]);
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    self.out.extend_from_slice(b"\\u00");
+                    self.out.push(HEX[(c >> 4) as usize]);
+                    self.out.push(HEX[(c & 15) as usize]);
+                    at += 1;
+                    start = at;
+                    continue;
+                }
+                _ => {
+                    at += 1;
+                    continue;
+                }
+            };
+            self.out.extend_from_slice(&b[start..at]);
+            self.out.extend_from_slice(esc);
+            at += 1;
+            start = at;
         }
         self.out.extend_from_slice(&b[start..]);
         self.out.push(b'"');
@@ -688,6 +746,31 @@ mod tests {
             is_redacted: false,
             timestamp_us: 1_700_000_000_123_450 + n,
             position: 1000 + n as u64,
+        }
+    }
+
+    #[test]
+    fn strings_escape_as_serde_json_does() {
+        // Every escaped character at every offset of an 8-byte word, among plain and non-ASCII text.
+        let specials: Vec<char> =
+            (0u8..0x20).map(char::from).chain(['"', '\\', '\u{7f}', 'é', '€']).collect();
+        for len in 0..24 {
+            for at in 0..len.max(1) {
+                for &c in &specials {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz".chars().take(len).collect();
+                    if at < s.len() {
+                        s.replace_range(at..at + 1, &c.to_string());
+                    }
+                    let mut w = Pretty { out: Vec::new() };
+                    w.string(&s);
+                    assert_eq!(w.out, serde_json::to_vec(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
+        for v in [0, 7, -1, 10, -10, 1234567890, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            push_int(&mut out, v);
+            assert_eq!(out, v.to_string().into_bytes());
         }
     }
 

@@ -107,12 +107,15 @@ pub fn iso8601_offset(us: i64) -> String {
 
 /// Escapes a stream id for a URL path segment (`Uri.EscapeDataString`: all but unreserved).
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(s.len() + 8);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 15) as usize] as char);
         }
     }
     out
