@@ -133,54 +133,6 @@ fn crash_at_any_point_of_a_commit_loses_nothing_acknowledged() {
 }
 
 #[test]
-fn appends_past_an_unsynced_writer_checkpoint_survive_a_crash() {
-    // writer.chk is synced lazily: after these appends its durable value lags the log's end.
-    let r = rig();
-    let s = Store::open(&r.env, cfg()).unwrap();
-    for i in 0..40 {
-        s.append("s", ANY, vec![ev(i, 200)]).unwrap();
-    }
-    let end = s.log().committed();
-    drop(s);
-    r.mem.crash();
-    let f = r.env.disk.open(Path::new("/db/writer.chk"), OpenMode::Read).unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact_at(&mut b, 0).unwrap();
-    let stale = i64::from_le_bytes(b) as u64;
-    assert!(stale < end, "the crash kept a stale writer.chk ({stale} < {end})");
-    drop(f);
-    let s = Store::open(&r.env, cfg()).unwrap();
-    assert_eq!(s.recovery.adopted_bytes, end - stale, "{:?}", s.recovery);
-    assert_eq!(s.recovery.torn_bytes, 0);
-    assert_eq!(count(&s, "s").unwrap(), 40);
-    // The checkpoint is exact and durable again, and writing goes on where the log ended.
-    assert_eq!(s.append("s", 39, vec![ev(40, 10)]).unwrap().first_event_number, 40);
-}
-
-#[test]
-fn truncate_checkpoint_below_the_found_end_still_truncates() {
-    // truncate.chk may lie past the durable writer.chk yet below the end recovery finds.
-    let r = rig();
-    let s = Store::open(&r.env, cfg()).unwrap();
-    let mut cut = 0;
-    for i in 0..20 {
-        let w = s.append("s", ANY, vec![ev(i, 100)]).unwrap();
-        if i == 14 {
-            cut = w.commit_position;
-        }
-    }
-    drop(s);
-    r.mem.crash();
-    let f = r.env.disk.open(Path::new("/db/truncate.chk"), OpenMode::ReadWrite).unwrap();
-    f.write_all_at(&(cut as i64).to_le_bytes(), 0).unwrap();
-    f.sync_data().unwrap();
-    drop(f);
-    let s = Store::open(&r.env, cfg()).unwrap();
-    assert_eq!(s.recovery.truncated_to, Some(cut));
-    assert_eq!(count(&s, "s").unwrap(), 15);
-}
-
-#[test]
 fn truncate_checkpoint_truncates_the_log_and_the_index() {
     let r = rig();
     let s = Store::open(&r.env, cfg()).unwrap();

@@ -343,9 +343,9 @@ struct EntryOut<'a> {
     event_id: Option<String>,
     event_type: Option<&'a str>,
     event_number: Option<i64>,
-    data: Option<std::borrow::Cow<'a, str>>,
-    meta_data: Option<std::borrow::Cow<'a, str>>,
-    link_meta_data: Option<std::borrow::Cow<'a, str>>,
+    data: Option<Text<'a>>,
+    meta_data: Option<Text<'a>>,
+    link_meta_data: Option<Text<'a>>,
     stream_id: Option<&'a str>,
     is_json: Option<bool>,
     is_meta_data: Option<bool>,
@@ -359,23 +359,17 @@ struct EntryOut<'a> {
     content: Option<Value>,
 }
 
-/// Text of a body as the `Body` levels show it (borrowed when it is UTF-8).
-fn text_cow(b: &[u8]) -> std::borrow::Cow<'_, str> {
-    // `from_utf8` checks ASCII many bytes at a time; the lossy form only matters when it fails.
-    match std::str::from_utf8(b) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(b),
-    }
+/// A body as the `Body` levels show it: the stored bytes (written as UTF-8 text, lossily when they
+/// are not UTF-8; the check happens while escaping) or text the server made (re-indented JSON).
+enum Text<'a> {
+    Stored(&'a [u8]),
+    Made(String),
 }
 
-fn nice_cow(b: &[u8], embed: Embed) -> std::borrow::Cow<'_, str> {
-    if embed >= Embed::PrettyBody {
-        match pretty(b) {
-            Some(p) => std::borrow::Cow::Owned(p),
-            None => text_cow(b),
-        }
-    } else {
-        text_cow(b)
+fn nice_text(b: &[u8], embed: Embed) -> Text<'_> {
+    match (embed >= Embed::PrettyBody).then(|| pretty(b)).flatten() {
+        Some(p) => Text::Made(p),
+        None => Text::Stored(b),
     }
 }
 
@@ -412,21 +406,21 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
             out.event_number = Some(e.event_number);
             if body {
                 if e.is_json {
-                    out.data = Some(nice_cow(&e.data, embed));
+                    out.data = Some(nice_text(&e.data, embed));
                 } else if embed == Embed::TryHarder {
                     match pretty(&e.data) {
                         Some(p) => {
                             is_json = true;
-                            out.data = Some(std::borrow::Cow::Owned(p));
+                            out.data = Some(Text::Made(p));
                         }
-                        None => out.data = Some(text_cow(&e.data)),
+                        None => out.data = Some(Text::Stored(&e.data)),
                     }
                 }
                 if !e.metadata.is_empty() {
-                    out.meta_data = Some(nice_cow(&e.metadata, embed));
+                    out.meta_data = Some(nice_text(&e.metadata, embed));
                 }
                 if let Some(l) = link {
-                    out.link_meta_data = Some(nice_cow(&l.metadata, embed));
+                    out.link_meta_data = Some(nice_text(&l.metadata, embed));
                 }
             }
             out.stream_id = Some(&e.stream);
@@ -445,18 +439,19 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
 }
 
 /// Nonzero when any byte of `block` (a multiple of eight bytes long) is `"`, `\\` or a control
-/// character (below 0x20). Exact (no false positives): SWAR zero-byte and less-than tests per
-/// 8-byte word, written so the compiler can vectorise a whole block.
-fn escapes(block: &[u8]) -> u64 {
+/// character (below 0x20), or with `ascii_only` not ASCII. Exact (no false positives): SWAR
+/// zero-byte and less-than tests per 8-byte word, written so the compiler can vectorise a block.
+fn escapes(block: &[u8], ascii_only: bool) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let high = if ascii_only { HIGH } else { 0 };
     block.chunks_exact(8).fold(0, |acc, word| {
         let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
         let quote = zero(w ^ (ONES * b'"' as u64));
         let backslash = zero(w ^ (ONES * b'\\' as u64));
         let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-        acc | quote | backslash | control
+        acc | quote | backslash | control | (w & high)
     })
 }
 
@@ -576,25 +571,48 @@ impl Pretty {
     /// other control characters; everything else as is. Eight bytes are tested at a time and runs
     /// without escapes are copied whole.
     fn string(&mut self, s: &str) {
-        let b = s.as_bytes();
+        self.escaped(s.as_bytes(), false);
+    }
+
+    /// A stored body as a JSON string: its bytes when they are UTF-8, else the lossy decoding.
+    fn text(&mut self, t: &Text<'_>) {
+        match t {
+            Text::Made(s) => self.string(s),
+            Text::Stored(b) => {
+                let mark = self.out.len();
+                if !self.escaped(b, true) {
+                    // Not ASCII: validate (borrowed when valid), then write again.
+                    self.out.truncate(mark);
+                    self.string(&String::from_utf8_lossy(b));
+                }
+            }
+        }
+    }
+
+    /// Writes `b` (UTF-8, or with `ascii_only` any bytes) as a JSON string; with `ascii_only`,
+    /// stops and returns false at the first byte that is not ASCII.
+    fn escaped(&mut self, b: &[u8], ascii_only: bool) -> bool {
         self.out.reserve(b.len() + 2);
         self.out.push(b'"');
         let mut start = 0;
         let mut at = 0;
         while at < b.len() {
             if let Some(block) = b.get(at..at + 32) {
-                if escapes(block) == 0 {
+                if escapes(block, ascii_only) == 0 {
                     at += 32;
                     continue;
                 }
             }
             if let Some(block) = b.get(at..at + 8) {
-                if escapes(block) == 0 {
+                if escapes(block, ascii_only) == 0 {
                     at += 8;
                     continue;
                 }
             }
             let c = b[at];
+            if ascii_only && c >= 0x80 {
+                return false;
+            }
             let esc: &[u8] = match c {
                 b'"' => b"\\\"",
                 b'\\' => b"\\\\",
@@ -625,6 +643,7 @@ impl Pretty {
         }
         self.out.extend_from_slice(&b[start..]);
         self.out.push(b'"');
+        true
     }
 
     /// One entry (an element of `entries`, members at `indent`).
@@ -641,13 +660,16 @@ impl Pretty {
             self.int_field(indent, f, "eventNumber", x);
         }
         if let Some(x) = &e.data {
-            self.str_field(indent, f, "data", x);
+            self.key(indent, f, "data");
+            self.text(x);
         }
         if let Some(x) = &e.meta_data {
-            self.str_field(indent, f, "metaData", x);
+            self.key(indent, f, "metaData");
+            self.text(x);
         }
         if let Some(x) = &e.link_meta_data {
-            self.str_field(indent, f, "linkMetaData", x);
+            self.key(indent, f, "linkMetaData");
+            self.text(x);
         }
         if let Some(x) = e.stream_id {
             self.str_field(indent, f, "streamId", x);
@@ -764,6 +786,17 @@ mod tests {
                     let mut w = Pretty { out: Vec::new() };
                     w.string(&s);
                     assert_eq!(w.out, serde_json::to_vec(&s).unwrap(), "{s:?}");
+                    // Stored bytes, also with a byte that is not UTF-8 at the same place.
+                    let mut bad = s.clone().into_bytes();
+                    for bytes in [s.as_bytes().to_vec(), {
+                        bad.insert(at.min(bad.len()), 0xff);
+                        bad.clone()
+                    }] {
+                        let mut w = Pretty { out: b"[".to_vec() };
+                        w.text(&Text::Stored(&bytes));
+                        let want = serde_json::to_vec(&String::from_utf8_lossy(&bytes)).unwrap();
+                        assert_eq!(&w.out[1..], want, "{bytes:?}");
+                    }
                 }
             }
         }

@@ -5,23 +5,16 @@
 //! record that does not fit completes the chunk (its footer is written) and goes to the next one.
 //!
 //! Invariants:
-//! - The durable log ends at `writer.chk` *or later*: an append is acknowledged once its bytes are
-//!   synced ([`LogWriter::commit`], one fdatasync), and `writer.chk` is written then but synced
-//!   only when the log enters another chunk or has grown by [`WRITER_SYNC_BYTES`] since the last
-//!   sync. So the durable `writer.chk` always lies in the chunk of the durable end, at most
-//!   [`WRITER_SYNC_BYTES`] behind it, and recovery finds the end by verifying the records past it.
+//! - `writer.chk` is the end of the durable log. Bytes below it are committed; an append is
+//!   acknowledged only after its bytes *and* `writer.chk` are synced ([`LogWriter::commit`]).
 //! - Readers never see past [`Log::committed`], so a half-written group commit is invisible.
 //! - Every chunk below the writer's chunk is complete (has a footer).
 //! - After a failed write or sync the log is poisoned: it refuses further writes, because the
 //!   state of the file after a failed fsync is unknown (and retrying fsync can report success for
 //!   data that never reached the disk).
 //!
-//! Recovery ([`Log::open`]): the run of whole, checksummed records that claim their own positions,
-//! starting at `writer.chk` in its chunk, is committed (acknowledged appends whose `writer.chk`
-//! write was not synced yet; an unacknowledged group may be kept too, as an append whose reply was
-//! lost); `writer.chk` is moved to its end and synced. A `truncate.chk` below that end then
-//! truncates the log to it (the spec's restore procedure); anything past the end is a torn tail
-//! and is zeroed; chunk
+//! Recovery ([`Log::open`]): a `truncate.chk` below `writer.chk` first truncates the log to it (the
+//! spec's restore procedure); then anything past `writer.chk` is a torn tail and is zeroed; chunk
 //! files past the writer's chunk are leftovers of pre-allocation and are removed. Recovery reads
 //! only the writer's chunk, never the whole log: committed records are checksummed on every read,
 //! and the index rebuild verifies the tail it replays.
@@ -53,9 +46,6 @@ const SCAN_READ_BYTES: usize = 256 * 1024;
 const POINT_READ_BYTES: usize = 4096;
 /// Buffer of a scavenged chunk writer.
 const SCAVENGE_WRITE_BYTES: usize = 1 << 20;
-/// `writer.chk` is synced when the log has grown by this much since its last sync (and whenever the
-/// log enters another chunk); it bounds what recovery verifies past `writer.chk`.
-pub const WRITER_SYNC_BYTES: u64 = 4 * 1024 * 1024;
 /// Largest span of positions read at once by [`Log::read_many`].
 const COALESCE_BYTES: u64 = 512 * 1024;
 /// Block size of the torn-tail scan at start-up.
@@ -240,10 +230,8 @@ pub struct Checkpoints {
 pub struct RecoveryReport {
     /// The log was truncated to this position by `truncate.chk`.
     pub truncated_to: Option<u64>,
-    /// Non-zero bytes past the end of the log that were zeroed (a torn tail).
+    /// Non-zero bytes past `writer.chk` that were zeroed (a torn tail).
     pub torn_bytes: u64,
-    /// Bytes of whole records found past `writer.chk` and kept (its last write was not synced).
-    pub adopted_bytes: u64,
     /// Chunk files found.
     pub chunks: usize,
 }
@@ -333,10 +321,6 @@ impl Log {
         // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
         if crate::buggify::bug(crate::buggify::Bug::RecoverToChaser) {
             writer = writer.min(u64::try_from(cps.chaser.read()).unwrap_or(writer));
-        } else {
-            let end = self.end_past(latest, writer)?;
-            report.adopted_bytes = end - writer;
-            writer = end;
         }
         let truncate = cps.truncate.read();
         if truncate >= 0 && (truncate as u64) < writer {
@@ -454,8 +438,9 @@ impl Log {
         }
         report.torn_bytes = self.zero_tail(&current, local, report.truncated_to.is_some())?;
         current.file.sync_data().map_err(LogError::io("sync", &current.path))?;
-        // Always synced: the value read may have been an unsynced write of the last run.
-        cps.writer.write_durable(writer as i64).map_err(LogError::io("write", cps.writer.path()))?;
+        if report.truncated_to.is_some() || cps.writer.read() != writer as i64 {
+            cps.writer.write_durable(writer as i64).map_err(LogError::io("write", cps.writer.path()))?;
+        }
         if cps.chaser.read() > writer as i64 || cps.chaser.read() < 0 {
             cps.chaser.write_durable(writer as i64).map_err(LogError::io("write", cps.chaser.path()))?;
         }
@@ -467,57 +452,6 @@ impl Log {
         }
         self.committed.store(writer, Ordering::Release);
         Ok(writer)
-    }
-
-    /// The end of the run of valid records that starts at `writer` in its chunk: whole frames whose
-    /// checksum verifies and that claim the position they sit at, one after another.
-    fn end_past(&self, latest: &BTreeMap<u32, u32>, writer: u64) -> Result<u64, LogError> {
-        let size = self.cfg.chunk_size;
-        let number = (writer / size) as u32;
-        let Some(&version) = latest.get(&number) else { return Ok(writer) };
-        let path = self.cfg.dir.join(chunk::file_name(number, version));
-        let file = self.env.disk.open(&path, OpenMode::Read).map_err(LogError::io("open", &path))?;
-        let flen = file.len().map_err(LogError::io("stat", &path))?;
-        let data_end = size.min(flen.saturating_sub(HEADER_SIZE + FOOTER_SIZE));
-        let base = number as u64 * size;
-        let mut pos = writer;
-        loop {
-            let local = pos - base;
-            if local >= data_end {
-                return Ok(pos);
-            }
-            let n = ((data_end - local) as usize).min(TAIL_SCAN_BYTES);
-            let mut buf = vec![0u8; n];
-            file.read_exact_at(&mut buf, HEADER_SIZE + local).map_err(LogError::io("read", &path))?;
-            let buf = Bytes::from(buf);
-            let mut off = 0usize;
-            loop {
-                match record::decode_shared(&buf, off, pos, self.max_body) {
-                    Ok((_, len)) => {
-                        off += len;
-                        pos += len as u64;
-                    }
-                    // A frame crossing the end of this block: read on from its start.
-                    Err(FrameError::Short { needed }) if off > 0 || needed > n => {
-                        if off == 0 {
-                            // Longer than a whole block: read exactly that frame.
-                            if local + needed as u64 > data_end {
-                                return Ok(pos);
-                            }
-                            let mut big = vec![0u8; needed];
-                            file.read_exact_at(&mut big, HEADER_SIZE + local)
-                                .map_err(LogError::io("read", &path))?;
-                            match record::decode_shared(&Bytes::from(big), 0, pos, self.max_body) {
-                                Ok((_, len)) => pos += len as u64,
-                                Err(_) => return Ok(pos),
-                            }
-                        }
-                        break;
-                    }
-                    Err(_) => return Ok(pos),
-                }
-            }
-        }
     }
 
     /// Zeroes non-zero bytes from `local` on. A torn tail is at most one group commit long, so the
@@ -868,11 +802,9 @@ impl Log {
         Some((c, lo, hi))
     }
 
-    /// Syncs the chaser and writer checkpoints (at shutdown).
-    pub fn flush_checkpoints(&self) -> Result<(), LogError> {
-        self.checkpoints.chaser.flush().map_err(LogError::io("sync", self.checkpoints.chaser.path()))?;
-        // At shutdown: a clean stop leaves writer.chk exact (recovery would find the end anyway).
-        self.checkpoints.writer.flush().map_err(LogError::io("sync", self.checkpoints.writer.path()))
+    /// Flushes the chaser checkpoint (called at index flushes and shutdown).
+    pub fn flush_chaser(&self) -> Result<(), LogError> {
+        self.checkpoints.chaser.flush().map_err(LogError::io("sync", self.checkpoints.chaser.path()))
     }
 }
 
@@ -1123,8 +1055,6 @@ pub struct LogWriter {
     crc: crc32fast::Hasher,
     completed: Vec<Arc<Chunk>>,
     dir_dirty: bool,
-    /// The value of `writer.chk` last synced.
-    writer_synced: u64,
 }
 
 impl LogWriter {
@@ -1150,8 +1080,6 @@ impl LogWriter {
             crc,
             completed: Vec::new(),
             dir_dirty: false,
-            // Recovery synced writer.chk at this position.
-            writer_synced: pos,
         })
     }
 
@@ -1273,17 +1201,9 @@ impl LogWriter {
             c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
         }
         let cps = &self.log.checkpoints;
-        let size = self.log.cfg.chunk_size;
-        if self.pos / size != self.writer_synced / size || self.pos - self.writer_synced >= WRITER_SYNC_BYTES
-        {
-            cps.writer
-                .write_durable(self.pos as i64)
-                .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
-            self.writer_synced = self.pos;
-        } else if self.pos != self.writer_synced {
-            // Durable with the records already: recovery finds them past the synced value.
-            cps.writer.write(self.pos as i64).map_err(LogError::io("write checkpoint", cps.writer.path()))?;
-        }
+        cps.writer
+            .write_durable(self.pos as i64)
+            .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
         self.log.committed.store(self.pos, Ordering::Release);
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
         // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable

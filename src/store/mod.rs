@@ -1525,7 +1525,7 @@ impl Store {
     /// for background index work. Call before shutdown.
     pub fn close(&self) -> Result<(), StorageError> {
         let _w = lock(&self.writer);
-        self.log.flush_checkpoints()?;
+        self.log.flush_chaser()?;
         self.index.quiesce()?;
         Ok(())
     }

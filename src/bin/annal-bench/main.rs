@@ -9,7 +9,7 @@
 //!   connections, one task per connection): single-event appends at 1/16/64 connections, batches
 //!   of 100, reads of 20-event feed pages. Without `--url` it starts a node in-process on an
 //!   ephemeral loopback port with a fresh data directory under `target/bench-data`.
-//! - `annal-bench peers [--smoke] [--seconds N] [--out DIR] [--only a,b]` (needs the `peers`
+//! - `annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only a,b]` (needs the `peers`
 //!   feature) runs the same workloads against Annal and the peers a user would pick instead
 //!   (PostgreSQL, Redis Streams, NATS JetStream, SierraDB, UmaDB), each installed and started on
 //!   127.0.0.1 by this command, and prints a table with Annal's ratio to each peer.
@@ -43,12 +43,14 @@ pub struct Args {
     pub out: Option<std::path::PathBuf>,
     pub only: Option<Vec<String>>,
     pub port: u16,
+    /// `peers`: rounds over all systems, interleaved; each row reports the median round.
+    pub rounds: usize,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
        annal-bench scavenge [--gib G] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
-       annal-bench peers [--smoke] [--seconds N] [--out DIR] [--only annal,postgres,redis,nats,sierradb,umadb]
+       annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,sierradb,umadb]
                    (peers needs: cargo run --release --features peers --bin annal-bench -- peers)";
 
 fn parse() -> Result<Args, String> {
@@ -63,6 +65,7 @@ fn parse() -> Result<Args, String> {
         out: None,
         only: None,
         port: 2113,
+        rounds: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -78,6 +81,13 @@ fn parse() -> Result<Args, String> {
             "--url" => a.url = Some(it.next().ok_or("--url needs a URL")?),
             "--smoke" => a.smoke = true,
             "--port" => a.port = it.next().and_then(|v| v.parse().ok()).ok_or("--port needs a number")?,
+            "--rounds" => {
+                a.rounds = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n >= 1)
+                    .ok_or("--rounds needs a number of at least 1")?
+            }
             "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
             "--only" => {
                 a.only = Some(

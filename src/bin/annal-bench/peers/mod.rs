@@ -108,6 +108,8 @@ pub struct Plan {
     pub read_len: u64,
     pub random_streams: usize,
     pub smoke: bool,
+    /// Interleaved rounds; each row is the median round.
+    pub rounds: usize,
 }
 
 /// One measured row.
@@ -147,6 +149,7 @@ pub fn run(args: &Args) {
         read_len: if smoke { 10_000 } else { 100_000 },
         random_streams: 10_000,
         smoke,
+        rounds: if smoke { 1 } else { args.rounds },
     };
     let root = std::env::current_dir().unwrap_or_default().join("target/bench-peers");
     let out_dir = args.out.clone().unwrap_or_else(|| root.clone());
@@ -172,44 +175,22 @@ pub fn run(args: &Args) {
     };
     eprintln!("# {machine}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let mut outcomes = Vec::new();
-    for info in systems() {
-        if !wanted.iter().any(|w| w == info.name) {
-            continue;
+    let rounds = plan.rounds;
+    // rounds[r][k]: the k-th wanted system's outcome in round r. Rounds interleave the systems,
+    // so a noisy phase of the shared disk hits one round of each rather than one system.
+    let mut by_round: Vec<Vec<Outcome>> = Vec::new();
+    for round in 0..rounds {
+        let mut outcomes = Vec::new();
+        for info in systems() {
+            if !wanted.iter().any(|w| w == info.name) {
+                continue;
+            }
+            eprintln!("== {} ({}), round {} of {rounds}", info.name, info.protocol, round + 1);
+            outcomes.push(run_system(info, smoke, &plan, &root, &rt));
         }
-        eprintln!("== {} ({})", info.name, info.protocol);
-        let t = Instant::now();
-        let dir = root.join(info.name);
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::create_dir_all(&dir);
-        let outcome = match install(info.name, smoke) {
-            Err(e) => Outcome {
-                info,
-                status: format!("not installed: {e}"),
-                rows: Vec::new(),
-                peak_rss: None,
-                secs: 0.0,
-            },
-            Ok(()) => match rt.block_on(start(info.name, &dir)) {
-                Err(e) => Outcome {
-                    info,
-                    status: format!("did not start: {e}"),
-                    rows: Vec::new(),
-                    peak_rss: None,
-                    secs: 0.0,
-                },
-                Ok(mut driver) => {
-                    let rows = rt.block_on(workloads(driver.as_ref(), &plan, info.name));
-                    let peak = driver.peak_rss();
-                    driver.stop();
-                    Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
-                }
-            },
-        };
-        let _ = std::fs::remove_dir_all(&dir);
-        eprintln!("   {} in {:.0} s", outcome.status, t.elapsed().as_secs_f64());
-        outcomes.push(Outcome { secs: t.elapsed().as_secs_f64(), ..outcome });
+        by_round.push(outcomes);
     }
+    let outcomes = median_rounds(by_round);
     let load1 = gen::load_avg();
     let total = started.elapsed().as_secs_f64();
     let md = markdown(&outcomes, &plan, &machine, &load1, total);
@@ -226,6 +207,73 @@ pub fn run(args: &Args) {
         (Ok(()), Ok(())) => eprintln!("wrote {} and {}", md_path.display(), json_path.display()),
         (a, b) => eprintln!("could not write the results: {a:?} {b:?}"),
     }
+}
+
+/// Installs, starts, measures and stops one system.
+fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::runtime::Runtime) -> Outcome {
+    let t = Instant::now();
+    let dir = root.join(info.name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    let outcome = match install(info.name, smoke) {
+        Err(e) => Outcome {
+            info,
+            status: format!("not installed: {e}"),
+            rows: Vec::new(),
+            peak_rss: None,
+            secs: 0.0,
+        },
+        Ok(()) => match rt.block_on(start(info.name, &dir)) {
+            Err(e) => Outcome {
+                info,
+                status: format!("did not start: {e}"),
+                rows: Vec::new(),
+                peak_rss: None,
+                secs: 0.0,
+            },
+            Ok(mut driver) => {
+                let rows = rt.block_on(workloads(driver.as_ref(), plan, info.name));
+                let peak = driver.peak_rss();
+                driver.stop();
+                Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
+            }
+        },
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("   {} in {:.0} s", outcome.status, t.elapsed().as_secs_f64());
+    Outcome { secs: t.elapsed().as_secs_f64(), ..outcome }
+}
+
+/// One outcome per system from several rounds: each workload row is the round with the median
+/// events/s (workload 6: the median p50 latency); the status is the last round's, the peak RSS
+/// the largest of any round.
+fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
+    let Some(mut last) = by_round.pop() else { return Vec::new() };
+    let n = by_round.len() + 1;
+    for (k, o) in last.iter_mut().enumerate() {
+        for wi in 0..WORKLOADS.len() {
+            let mut got: Vec<Measured> = by_round
+                .iter()
+                .filter_map(|r| r.get(k))
+                .chain(std::iter::once(&*o))
+                .filter_map(|o| o.rows.get(wi).and_then(|r| r.m.clone()))
+                .collect();
+            if got.is_empty() {
+                continue;
+            }
+            let key = |m: &Measured| if wi == 7 { m.pct_ms(0.5) } else { m.rate() };
+            got.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            let median = got.swap_remove(got.len() / 2);
+            if let Some(row) = o.rows.get_mut(wi) {
+                row.m = Some(median);
+                row.note = format!("median of {} of {n} rounds", got.len() + 1);
+            }
+        }
+        let earlier = || by_round.iter().filter_map(|r| r.get(k));
+        o.secs += earlier().map(|o| o.secs).sum::<f64>();
+        o.peak_rss = earlier().filter_map(|o| o.peak_rss).chain(o.peak_rss).max();
+    }
+    last
 }
 
 fn cpu_model() -> String {
@@ -440,9 +488,14 @@ pub fn markdown(outcomes: &[Outcome], plan: &Plan, machine: &str, load_end: &str
         if plan.smoke { " --smoke" } else { "" }
     ));
     s.push_str(&format!(
-        "1 KiB JSON events; {:.1} s warm-up + {:.1} s window per workload; one system at a time on 127.0.0.1; the same generator (Rust, tokio, one task per connection) for all.\n\n",
+        "1 KiB JSON events; {:.1} s warm-up + {:.1} s window per workload; one system at a time on 127.0.0.1; the same generator (Rust, tokio, one task per connection) for all.{}\n\n",
         plan.warmup.as_secs_f64(),
-        plan.window.as_secs_f64()
+        plan.window.as_secs_f64(),
+        if plan.rounds > 1 {
+            format!(" {} rounds over all systems, interleaved; each figure is from the round with the median events/s (workload 6: median p50).", plan.rounds)
+        } else {
+            String::new()
+        }
     ));
     s.push_str("| system | status / notes | peak RSS MiB |\n|---|---|---:|\n");
     for o in outcomes {
@@ -557,6 +610,7 @@ fn to_json(
         },
         "warmup_s": plan.warmup.as_secs_f64(),
         "window_s": plan.window.as_secs_f64(),
+        "rounds": plan.rounds,
         "read_stream_events": plan.read_len,
         "total_s": total,
         "systems": outcomes.iter().map(|o| json!({
