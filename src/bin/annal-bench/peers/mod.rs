@@ -193,7 +193,8 @@ pub fn run(args: &Args) {
     let outcomes = median_rounds(by_round);
     let load1 = gen::load_avg();
     let total = started.elapsed().as_secs_f64();
-    let md = markdown(&outcomes, &plan, &machine, &load1, total);
+    let fsyncs = probe.as_ref().ok().map(|p| p.0);
+    let md = markdown(&outcomes, &plan, &machine, &load1, total, fsyncs);
     println!("{md}");
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -481,7 +482,14 @@ fn fmt_rate(x: f64) -> String {
 }
 
 /// The markdown document: machine line, one row per (workload, system), ratios.
-pub fn markdown(outcomes: &[Outcome], plan: &Plan, machine: &str, load_end: &str, total: f64) -> String {
+pub fn markdown(
+    outcomes: &[Outcome],
+    plan: &Plan,
+    machine: &str,
+    load_end: &str,
+    total: f64,
+    fsyncs_per_s: Option<f64>,
+) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "# annal-bench peers{}\n\nmachine: {machine}; load average at end {load_end}; whole run {total:.0} s\n\n",
@@ -543,6 +551,17 @@ pub fn markdown(outcomes: &[Outcome], plan: &Plan, machine: &str, load_end: &str
         }
     }
     s.push_str("\nAnnal ratio: Annal's events/s ÷ the peer's (workloads 1–5), the peer's p50 latency ÷ Annal's (workload 6); above 1.0× Annal is ahead.\n");
+    // The fsync-bound ceiling of workload 1 at 64 connections: at saturation all 64 waiting
+    // appends share one fsync, so the disk alone allows (probe fsyncs/s) × 64 events/s.
+    let c64 = annal.and_then(|o| o.rows.get(2)).and_then(|r| r.m.as_ref());
+    if let (Some(f), Some(m)) = (fsyncs_per_s, c64) {
+        let ceiling = f * 64.0;
+        s.push_str(&format!(
+            "\nfsync-bound ceiling of workload 1 at 64 connections: {f:.0} fsyncs/s (probe) × 64 events per fsync = {ceiling:.0} events/s; Annal reached {:.0} ({:.1}%).\n",
+            m.rate(),
+            100.0 * m.rate() / ceiling
+        ));
+    }
     // The ratio matrix.
     let peers: Vec<&Outcome> = outcomes.iter().filter(|o| o.info.name != "annal").collect();
     if let (Some(annal), false) = (annal, peers.is_empty()) {
