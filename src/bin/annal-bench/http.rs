@@ -1,7 +1,10 @@
 //! `annal-bench http`: the HTTP driver (Annal's own protocol, EventStoreDB v5 HTTP) and the HTTP
 //! load test of issue 3.
 //!
-//! Every connection is a keep-alive hyper HTTP/1.1 client connection owned by one task. Appends
+//! Every connection is a keep-alive HTTP/1.1 client connection owned by one task: a small client
+//! that writes each request in one `write` and parses the status line, the headers and a
+//! `Content-Length` or chunked body in the same task (no connection task and no channel between
+//! them, as in wrk), so the generator spends little of the 2 cores the server needs. Appends
 //! send `application/vnd.eventstore.events+json` batches with `ES-ExpectedVersion` (each
 //! connection owns its stream, so it knows the version to expect); reads ask for
 //! `application/vnd.eventstore.atom+json` pages with `?embed=body`.
@@ -13,10 +16,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::gen::{self, BoxFut, Measured, Op};
 use crate::Args;
@@ -26,8 +27,11 @@ pub const ADMIN_AUTH: &str = "Basic YWRtaW46Y2hhbmdlaXQ=";
 
 /// One keep-alive connection to a node.
 pub struct Client {
-    send: SendRequest<Full<Bytes>>,
+    tcp: tokio::net::TcpStream,
     host: String,
+    /// Bytes read past the last response.
+    inbuf: BytesMut,
+    out: Vec<u8>,
 }
 
 /// A response: status, a header the caller asked for, body.
@@ -37,17 +41,15 @@ pub struct Resp {
     pub body: Bytes,
 }
 
+/// Largest response head (status line and headers) accepted.
+const MAX_HEAD: usize = 64 * 1024;
+
 impl Client {
     /// Opens a connection (`TCP_NODELAY`, as every HTTP client does).
     pub async fn connect(addr: SocketAddr) -> Result<Client, String> {
         let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (send, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Client { send, host: addr.to_string() })
+        Ok(Client { tcp, host: addr.to_string(), inbuf: BytesMut::with_capacity(64 * 1024), out: Vec::new() })
     }
 
     /// Sends a request and reads the whole response.
@@ -58,21 +60,108 @@ impl Client {
         headers: &[(&'static str, &str)],
         body: Bytes,
     ) -> Result<Resp, String> {
-        let mut b = http::Request::builder().method(method).uri(path).header("host", &self.host);
+        use std::io::Write;
+        let out = &mut self.out;
+        out.clear();
+        let _ = write!(out, "{method} {path} HTTP/1.1\r\nhost: {}\r\n", self.host);
         for (k, v) in headers {
-            b = b.header(*k, *v);
+            let _ = write!(out, "{k}: {v}\r\n");
         }
-        let req = b.body(Full::new(body)).map_err(|e| e.to_string())?;
-        self.send.ready().await.map_err(|e| e.to_string())?;
-        let resp = self.send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let reason = resp
-            .extensions()
-            .get::<hyper::ext::ReasonPhrase>()
-            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-            .unwrap_or_else(|| resp.status().canonical_reason().unwrap_or("").to_owned());
-        let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        if !body.is_empty() || method == http::Method::POST {
+            let _ = write!(out, "content-length: {}\r\n", body.len());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&body);
+        self.tcp.write_all(out).await.map_err(|e| format!("write: {e}"))?;
+        self.read_response(method == http::Method::HEAD).await
+    }
+
+    /// Reads more bytes into `inbuf`; an error at the end of the stream.
+    async fn fill(&mut self) -> Result<(), String> {
+        if self.inbuf.capacity() - self.inbuf.len() < 16 * 1024 {
+            self.inbuf.reserve(64 * 1024);
+        }
+        match self.tcp.read_buf(&mut self.inbuf).await {
+            Ok(0) => Err("connection closed by the server".into()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("read: {e}")),
+        }
+    }
+
+    async fn read_response(&mut self, head_only: bool) -> Result<Resp, String> {
+        let head_len = loop {
+            if let Some(at) = memchr::memmem::find(&self.inbuf, b"\r\n\r\n") {
+                break at + 4;
+            }
+            if self.inbuf.len() > MAX_HEAD {
+                return Err("response head too long".into());
+            }
+            self.fill().await?;
+        };
+        let head = self.inbuf.split_to(head_len).freeze();
+        let text = std::str::from_utf8(&head).map_err(|_| "response head is not UTF-8".to_string())?;
+        let mut lines = text.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let mut parts = status_line.splitn(3, ' ');
+        let version = parts.next().unwrap_or("");
+        if !version.starts_with("HTTP/1.") {
+            return Err(format!("bad status line {status_line:?}"));
+        }
+        let status: u16 = parts
+            .next()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+        let reason = parts.next().unwrap_or("").to_owned();
+        let mut length: Option<usize> = None;
+        let mut chunked = false;
+        for line in lines {
+            let Some((k, v)) = line.split_once(':') else { continue };
+            let v = v.trim();
+            if k.eq_ignore_ascii_case("content-length") {
+                length = Some(v.parse().map_err(|_| format!("bad content-length {v:?}"))?);
+            } else if k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+        }
+        let no_body = head_only || status == 204 || status == 304 || (100..200).contains(&status);
+        let body = if no_body {
+            Bytes::new()
+        } else if chunked {
+            self.read_chunked().await?
+        } else {
+            let n = length.ok_or("a response without content-length or chunked encoding")?;
+            while self.inbuf.len() < n {
+                self.inbuf.reserve(n - self.inbuf.len());
+                self.fill().await?;
+            }
+            self.inbuf.split_to(n).freeze()
+        };
         Ok(Resp { status, reason, body })
+    }
+
+    async fn read_chunked(&mut self) -> Result<Bytes, String> {
+        let mut body = BytesMut::new();
+        loop {
+            let line_end = loop {
+                if let Some(at) = memchr::memmem::find(&self.inbuf, b"\r\n") {
+                    break at;
+                }
+                self.fill().await?;
+            };
+            let size_text = std::str::from_utf8(&self.inbuf[..line_end]).unwrap_or("");
+            let size_text = size_text.split(';').next().unwrap_or("").trim();
+            let size =
+                usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            self.inbuf.advance(line_end + 2);
+            while self.inbuf.len() < size + 2 {
+                self.fill().await?;
+            }
+            body.extend_from_slice(&self.inbuf[..size]);
+            self.inbuf.advance(size + 2);
+            if size == 0 {
+                return Ok(body.freeze());
+            }
+        }
     }
 
     /// Appends `events` to `stream` with `ES-ExpectedVersion: expected` (`None`: no header).
