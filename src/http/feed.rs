@@ -373,8 +373,31 @@ fn nice_text(b: &[u8], embed: Embed) -> Text<'_> {
     }
 }
 
+/// The last timestamp formatted: the events of one commit share theirs.
+#[derive(Default)]
+struct LastStamp(Option<(i64, String)>);
+
+impl LastStamp {
+    fn format(&mut self, us: i64) -> String {
+        match &self.0 {
+            Some((at, text)) if *at == us => text.clone(),
+            _ => {
+                let text = iso8601(us);
+                self.0 = Some((us, text.clone()));
+                text
+            }
+        }
+    }
+}
+
 /// One entry of a feed, as [`entry_json`] with `single = false` builds it.
-fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool) -> EntryOut<'a> {
+fn entry_out<'a>(
+    ev: &'a ResolvedEvent,
+    base: &str,
+    embed: Embed,
+    resolve: bool,
+    stamps: &mut LastStamp,
+) -> EntryOut<'a> {
     let v = view(ev, resolve);
     let number = v.number.to_string();
     let mut out = EntryOut {
@@ -392,7 +415,7 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
         position_stream_id: None,
         title: [number.as_str(), "@", &v.stream].concat(),
         id: [base, "/streams/", &escape(&v.stream), "/", &number].concat(),
-        updated: iso8601(v.updated_us),
+        updated: stamps.format(v.updated_us),
         summary: v.summary,
         content: None,
     };
@@ -438,21 +461,56 @@ fn entry_out<'a>(ev: &'a ResolvedEvent, base: &str, embed: Embed, resolve: bool)
     out
 }
 
-/// Nonzero when any byte of `block` (a multiple of eight bytes long) is `"`, `\\` or a control
-/// character (below 0x20), or with `ascii_only` not ASCII. Exact (no false positives): SWAR
-/// zero-byte and less-than tests per 8-byte word, written so the compiler can vectorise a block.
-fn escapes(block: &[u8], ascii_only: bool) -> u64 {
+/// Length of the leading run of `b` that needs no escaping: no `"`, `\\` or control character
+/// (below 0x20), and with `ascii_only` nothing above 0x7f either.
+fn clean_run(b: &[u8], ascii_only: bool) -> usize {
+    let mut at = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SSE2 is part of x86_64: sixteen bytes per step.
+        while let Some(block) = b.get(at..at + 16) {
+            // SAFETY: SSE2 is enabled on every x86_64 target; `block` is 16 readable bytes and
+            // the unaligned load has no alignment requirement.
+            let hits = unsafe {
+                let x = _mm_loadu_si128(block.as_ptr().cast());
+                let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+                // Unsigned x <= 0x1f.
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+                let escapes = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32;
+                let high = if ascii_only { _mm_movemask_epi8(x) as u32 } else { 0 };
+                escapes | high
+            };
+            if hits != 0 {
+                return at + hits.trailing_zeros() as usize;
+            }
+            at += 16;
+        }
+    }
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let high = if ascii_only { HIGH } else { 0 };
-    block.chunks_exact(8).fold(0, |acc, word| {
+    while let Some(word) = b.get(at..at + 8) {
         let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
-        let quote = zero(w ^ (ONES * b'"' as u64));
-        let backslash = zero(w ^ (ONES * b'\\' as u64));
-        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-        acc | quote | backslash | control | (w & high)
-    })
+        // Exact as a test (no false positives): SWAR zero-byte and less-than tests.
+        let hits = zero(w ^ (ONES * b'"' as u64))
+            | zero(w ^ (ONES * b'\\' as u64))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+            | (w & high);
+        if hits != 0 {
+            break;
+        }
+        at += 8;
+    }
+    while let Some(&c) = b.get(at) {
+        if c == b'"' || c == b'\\' || c < 0x20 || (ascii_only && c >= 0x80) {
+            break;
+        }
+        at += 1;
+    }
+    at
 }
 
 /// Appends the decimal form of `v`.
@@ -597,19 +655,8 @@ impl Pretty {
         let mut start = 0;
         let mut at = 0;
         while at < b.len() {
-            if let Some(block) = b.get(at..at + 32) {
-                if escapes(block, ascii_only) == 0 {
-                    at += 32;
-                    continue;
-                }
-            }
-            if let Some(block) = b.get(at..at + 8) {
-                if escapes(block, ascii_only) == 0 {
-                    at += 8;
-                    continue;
-                }
-            }
-            let c = b[at];
+            at += clean_run(&b[at..], ascii_only);
+            let Some(&c) = b.get(at) else { break };
             if ascii_only && c >= 0x80 {
                 return false;
             }
@@ -739,12 +786,13 @@ pub fn feed_json_bytes(f: &Feed, base: &str, embed: Embed) -> Vec<u8> {
     w.links(2, first, f.links.iter().map(|l| (l.uri.as_str(), l.relation)));
     w.key(2, first, "entries");
     w.out.push(b'[');
+    let mut stamps = LastStamp::default();
     for (i, e) in f.entries.iter().enumerate() {
         if i > 0 {
             w.out.push(b',');
         }
         w.out.extend_from_slice(b"\n    ");
-        w.entry(6, &entry_out(e, base, embed, f.resolve));
+        w.entry(6, &entry_out(e, base, embed, f.resolve, &mut stamps));
     }
     w.close(4, f.entries.is_empty(), b']');
     w.close(2, false, b'}');
@@ -776,10 +824,10 @@ mod tests {
         // Every escaped character at every offset of an 8-byte word, among plain and non-ASCII text.
         let specials: Vec<char> =
             (0u8..0x20).map(char::from).chain(['"', '\\', '\u{7f}', 'é', '€']).collect();
-        for len in 0..24 {
+        for len in 0..40 {
             for at in 0..len.max(1) {
                 for &c in &specials {
-                    let mut s: String = "abcdefghijklmnopqrstuvwxyz".chars().take(len).collect();
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz".repeat(2).chars().take(len).collect();
                     if at < s.len() {
                         s.replace_range(at..at + 1, &c.to_string());
                     }
