@@ -48,6 +48,9 @@ pub enum OpenMode {
     CreateTruncate,
 }
 
+/// The unit of [`Disk::open_direct`] writes.
+pub const DIRECT_BLOCK: usize = 4096;
+
 /// An open file. Positional I/O only, so one handle can serve concurrent readers and a writer.
 pub trait File: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at end of file).
@@ -98,6 +101,14 @@ pub trait Disk: Send + Sync {
     fn exists(&self, path: &Path) -> bool;
     /// `(total, available)` bytes of the volume holding `path`, when known.
     fn space(&self, path: &Path) -> Option<(u64, u64)>;
+
+    /// Opens an existing file for overwrites of whole [`DIRECT_BLOCK`]s at block-aligned offsets
+    /// that bypass the page cache (`O_DIRECT` on the real disk, where a 4 KiB overwrite plus
+    /// `fdatasync` takes about 40 µs instead of 65 through the page cache). Other writes fail
+    /// there; reads work as usual. The default is [`Disk::open`] for reading and writing.
+    fn open_direct(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        self.open(path, OpenMode::ReadWrite)
+    }
 
     /// Creates `path` (truncating it) holding `len` zero bytes that are written and synced, so
     /// later writes overwrite allocated blocks. The default writes zeros in 1 MiB pieces; the real

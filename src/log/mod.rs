@@ -273,7 +273,8 @@ impl Log {
             return Err(LogError::Invalid(format!("{} holds chunk files but no writer.chk", dir.display())));
         }
         let checkpoints = Checkpoints {
-            writer: cp("writer.chk", 0)?,
+            writer: Checkpoint::open_direct(disk, &dir.join("writer.chk"), 0)
+                .map_err(LogError::io("open checkpoint", &dir))?,
             chaser: cp("chaser.chk", 0)?,
             epoch: cp("epoch.chk", -1)?,
             truncate: cp("truncate.chk", -1)?,
