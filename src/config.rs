@@ -136,6 +136,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Index entries held in memory before they are written to an index table.",
     },
     OptionSpec {
+        name: "WorkerThreads",
+        flag: "worker-threads",
+        group: "Application",
+        kind: Kind::Int,
+        default: "0",
+        help: "Threads serving HTTP; 0: one less than the cores (at least 1), so group commits and reads on their own threads keep a core.",
+    },
+    OptionSpec {
         name: "MaxIndexTables",
         flag: "max-index-tables",
         group: "Database",
@@ -339,6 +347,8 @@ pub struct Config {
     pub memtable_max: usize,
     /// `--max-index-tables`.
     pub max_index_tables: usize,
+    /// HTTP worker threads (`0`: one less than the cores, at least 1).
+    pub worker_threads: usize,
     /// `--stream-existence-filter-size`.
     pub existence_filter_bytes: u64,
     /// `--stream-info-cache-capacity`.
@@ -567,6 +577,7 @@ impl Config {
             max_append_bytes: int("MaxAppendSize").max(1) as usize,
             memtable_max: int("MemTableSize").max(1) as usize,
             max_index_tables: int("MaxIndexTables").max(1) as usize,
+            worker_threads: int("WorkerThreads").min(1024) as usize,
             existence_filter_bytes: int("StreamExistenceFilterSize").max(8),
             stream_cache_capacity: int("StreamInfoCacheCapacity").max(1) as usize,
             http_ip,
@@ -590,6 +601,15 @@ impl Config {
         c.index = c.db.join("index");
         c.http_port = 0;
         c
+    }
+
+    /// HTTP worker threads on a machine with `cores` cores.
+    pub fn worker_threads_for(&self, cores: usize) -> usize {
+        if self.worker_threads > 0 {
+            self.worker_threads
+        } else {
+            cores.saturating_sub(1).max(1)
+        }
     }
 
     /// The store configuration this node configuration implies.
@@ -677,6 +697,18 @@ mod tests {
         assert_eq!(c.http_port, 3000);
         assert_eq!(c.chunk_size, 8192);
         assert_eq!(c.index, PathBuf::from("/tmp/x/index"));
+    }
+
+    #[test]
+    fn worker_threads_default_leaves_a_core() {
+        let c = Config::for_dir("/tmp/x");
+        assert_eq!(c.worker_threads, 0);
+        assert_eq!(c.worker_threads_for(1), 1);
+        assert_eq!(c.worker_threads_for(2), 1);
+        assert_eq!(c.worker_threads_for(8), 7);
+        let c = Config::parse(&args(&["--worker-threads", "3"]), &[], |_| Err("no file".into())).unwrap();
+        assert_eq!(c.worker_threads_for(2), 3);
+        assert!(Config::parse(&args(&["--worker-threads", "-1"]), &[], |_| Err("no file".into())).is_err());
     }
 
     #[test]

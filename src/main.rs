@@ -31,7 +31,8 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let workers = config.worker_threads_for(annal::env::real::cores());
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("annal: cannot start the runtime: {e}");

@@ -50,6 +50,11 @@ impl File for RealFile {
     }
 }
 
+/// Cores this process may run on.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// A file opened with `O_DIRECT` ([`Disk::open_direct`]): writes go through one aligned block
 /// buffer; reads copy from aligned reads of the blocks that hold them.
 struct DirectFile {

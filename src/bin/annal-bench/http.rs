@@ -377,8 +377,14 @@ impl LocalNode {
         let thread = std::thread::Builder::new()
             .name("annal-node".into())
             .spawn(move || {
-                // The runtime `annal` itself builds: one worker per core.
-                let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                // The runtime `annal` itself builds (default worker threads).
+                let workers =
+                    annal::config::Config::for_dir(&dir).worker_threads_for(annal::env::real::cores());
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(workers)
+                    .enable_all()
+                    .build()
+                {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = tx.send(Err(e.to_string()));
