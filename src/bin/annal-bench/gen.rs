@@ -169,11 +169,14 @@ pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
     let f: Vec<u64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    // Fields after the command: state is field 3; utime 14, stime 15.
+    // Fields after the command: state is field 3; utime 14, stime 15, and cutime 16, cstime 17:
+    // children that exited and were waited for (PostgreSQL backends), so a sum over a process
+    // tree does not drop when a child ends.
     let (utime, stime) = (*f.get(11)?, *f.get(12)?);
+    let (cutime, cstime) = (*f.get(13)?, *f.get(14)?);
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((utime + stime) as f64 / tick)
+    Some((utime + stime + cutime + cstime) as f64 / tick)
 }
 
 /// Sum of [`proc_cpu_secs`] over `pids` (a server of several processes, like PostgreSQL).
