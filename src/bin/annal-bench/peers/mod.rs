@@ -216,29 +216,18 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
     let dir = root.join(info.name);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::create_dir_all(&dir);
-    let outcome = match install(info.name, smoke) {
-        Err(e) => Outcome {
-            info,
-            status: format!("not installed: {e}"),
-            rows: Vec::new(),
-            peak_rss: None,
-            secs: 0.0,
-        },
-        Ok(()) => match rt.block_on(start(info.name, &dir)) {
-            Err(e) => Outcome {
-                info,
-                status: format!("did not start: {e}"),
-                rows: Vec::new(),
-                peak_rss: None,
-                secs: 0.0,
-            },
-            Ok(mut driver) => {
-                let rows = rt.block_on(workloads(driver.as_ref(), plan, info.name));
-                let peak = driver.peak_rss();
-                driver.stop();
-                Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
-            }
-        },
+    let started = match install(info.name, smoke) {
+        Err(e) => Err(format!("not installed: {e}")),
+        Ok(()) => rt.block_on(start(info.name, &dir)).map_err(|e| format!("did not start: {e}")),
+    };
+    let outcome = match started {
+        Err(status) => Outcome { info, status, rows: Vec::new(), peak_rss: None, secs: 0.0 },
+        Ok(mut driver) => {
+            let rows = rt.block_on(workloads(driver.as_ref(), plan, info.name));
+            let peak = driver.peak_rss();
+            driver.stop();
+            Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
+        }
     };
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("   {} in {:.0} s", outcome.status, t.elapsed().as_secs_f64());
