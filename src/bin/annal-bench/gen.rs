@@ -66,6 +66,11 @@ impl Measured {
     }
 }
 
+/// The `n` streams of connection `conn` of an append workload: `{prefix}-{conn}-{k}`.
+pub fn own_streams(prefix: &str, conn: usize, n: usize) -> Vec<String> {
+    (0..n).map(|k| format!("{prefix}-{conn}-{k}")).collect()
+}
+
 /// Percentile of sorted µs latencies.
 pub fn pct(sorted: &[u32], p: f64) -> u32 {
     if sorted.is_empty() {

@@ -329,7 +329,7 @@ pub async fn append_ops(
         ops.push(Box::new(AppendOp {
             client,
             conn: unique(),
-            streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+            streams: gen::own_streams(prefix, c, streams_each),
             versions: vec![-1; streams_each],
             batch,
             seq: 0,

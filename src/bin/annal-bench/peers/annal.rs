@@ -79,11 +79,8 @@ impl Subscriber for LongPoll {
 }
 
 impl Driver for Annal {
-    fn cpu_secs(&self) -> f64 {
-        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
-    }
-    fn peak_rss(&self) -> u64 {
-        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    fn server_pid(&self) -> u32 {
+        self.child.id()
     }
     fn append_ops<'a>(
         &'a self,

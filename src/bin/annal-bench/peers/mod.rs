@@ -42,10 +42,16 @@ const INSTALL: &str = include_str!("install.sh");
 
 /// A system under test, started.
 pub trait Driver: Send + Sync {
+    /// The server's process id.
+    fn server_pid(&self) -> u32;
     /// Server CPU seconds (user + system) so far, of the server and its children.
-    fn cpu_secs(&self) -> f64;
+    fn cpu_secs(&self) -> f64 {
+        gen::proc_cpu_secs(self.server_pid()).unwrap_or(0.0)
+    }
     /// Server memory high-water mark so far, bytes.
-    fn peak_rss(&self) -> u64;
+    fn peak_rss(&self) -> u64 {
+        gen::proc_peak_rss(self.server_pid()).unwrap_or(0)
+    }
     /// `conns` connections, each appending batches of `batch` events to `streams_each` streams of
     /// its own (at random among them), with expected versions where supported.
     fn append_ops<'a>(

@@ -177,11 +177,8 @@ impl Subscriber for Sub {
 }
 
 impl Driver for Nats {
-    fn cpu_secs(&self) -> f64 {
-        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
-    }
-    fn peak_rss(&self) -> u64 {
-        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    fn server_pid(&self) -> u32 {
+        self.child.id()
     }
     fn append_ops<'a>(
         &'a self,
@@ -195,7 +192,10 @@ impl Driver for Nats {
             for c in 0..conns {
                 ops.push(Box::new(Append {
                     js: context(&self.url).await?,
-                    subjects: (0..streams_each).map(|k| format!("ev.{prefix}-{c}-{k}")).collect(),
+                    subjects: gen::own_streams(prefix, c, streams_each)
+                        .iter()
+                        .map(|s| format!("ev.{s}"))
+                        .collect(),
                     last: vec![0; streams_each],
                     batch,
                     payload: self.payload.clone(),

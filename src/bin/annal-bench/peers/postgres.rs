@@ -345,6 +345,9 @@ const READ_ALL: &str = "SELECT global_position, stream_name, position, type, dat
      WHERE global_position > $1 ORDER BY global_position LIMIT $2";
 
 impl Driver for Postgres {
+    fn server_pid(&self) -> u32 {
+        self.child.id()
+    }
     fn cpu_secs(&self) -> f64 {
         self.sample_pss();
         gen::cpu_secs_of(&gen::process_tree(self.child.id()))
@@ -377,7 +380,7 @@ impl Driver for Postgres {
                     client: Arc::new(client),
                     one,
                     many,
-                    streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+                    streams: gen::own_streams(prefix, c, streams_each),
                     versions: vec![-1; streams_each],
                     batch,
                     conn: crate::http::unique(),

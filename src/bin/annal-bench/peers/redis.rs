@@ -159,11 +159,8 @@ impl Subscriber for Xread {
 }
 
 impl Driver for Redis {
-    fn cpu_secs(&self) -> f64 {
-        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
-    }
-    fn peak_rss(&self) -> u64 {
-        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    fn server_pid(&self) -> u32 {
+        self.child.id()
     }
     fn append_ops<'a>(
         &'a self,
@@ -177,7 +174,7 @@ impl Driver for Redis {
             for c in 0..conns {
                 ops.push(Box::new(Append {
                     conn: connect(&self.url).await?,
-                    streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+                    streams: gen::own_streams(prefix, c, streams_each),
                     batch,
                     payload: self.payload.clone(),
                     rng: gen::Rng(0x5EED + c as u64),

@@ -175,11 +175,8 @@ impl Op for Scan {
 }
 
 impl Driver for Sierra {
-    fn cpu_secs(&self) -> f64 {
-        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
-    }
-    fn peak_rss(&self) -> u64 {
-        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    fn server_pid(&self) -> u32 {
+        self.child.id()
     }
     fn append_ops<'a>(
         &'a self,
@@ -193,7 +190,7 @@ impl Driver for Sierra {
             for c in 0..conns {
                 ops.push(Box::new(Append {
                     conn: super::redis::connect(&self.url).await?,
-                    streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+                    streams: gen::own_streams(prefix, c, streams_each),
                     versions: vec![-1; streams_each],
                     batch,
                     payload: self.payload.clone(),

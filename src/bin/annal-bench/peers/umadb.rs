@@ -145,11 +145,8 @@ impl Subscriber for Sub {
 }
 
 impl Driver for Uma {
-    fn cpu_secs(&self) -> f64 {
-        gen::proc_cpu_secs(self.child.id()).unwrap_or(0.0)
-    }
-    fn peak_rss(&self) -> u64 {
-        gen::proc_peak_rss(self.child.id()).unwrap_or(0)
+    fn server_pid(&self) -> u32 {
+        self.child.id()
     }
     fn append_ops<'a>(
         &'a self,
@@ -163,7 +160,7 @@ impl Driver for Uma {
             for c in 0..conns {
                 ops.push(Box::new(Append {
                     client: connect(&self.url).await?,
-                    streams: (0..streams_each).map(|k| format!("{prefix}-{c}-{k}")).collect(),
+                    streams: gen::own_streams(prefix, c, streams_each),
                     last: vec![None; streams_each],
                     batch,
                     conn: crate::http::unique(),
