@@ -6,6 +6,9 @@ use std::sync::Arc;
 use annal::config::Config;
 use annal::node::Node;
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env_vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect();

@@ -26,6 +26,11 @@ mod storage;
 
 use annal::store::NewEvent;
 
+/// The same allocator as the `annal` binary, so the in-process and `node`-mode servers measured
+/// here are the node users run.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Command-line arguments of every mode.
 pub struct Args {
     pub mode: String,
