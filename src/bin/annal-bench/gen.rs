@@ -299,4 +299,13 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+    /// An index below `n` at random (0 when there is one choice), e.g. which of a connection's
+    /// own streams to append to.
+    pub fn pick(&mut self, n: usize) -> usize {
+        if n <= 1 {
+            0
+        } else {
+            self.below(n as u64) as usize
+        }
+    }
 }

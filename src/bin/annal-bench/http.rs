@@ -271,8 +271,7 @@ pub struct AppendOp {
 impl Op for AppendOp {
     fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
         Box::pin(async move {
-            let k =
-                if self.streams.len() == 1 { 0 } else { self.rng.below(self.streams.len() as u64) as usize };
+            let k = self.rng.pick(self.streams.len());
             let body = batch_body(self.conn, self.seq, self.batch, &self.payload);
             self.seq += self.batch as u64;
             self.client.append(&self.streams[k], Some(self.versions[k]), body).await?;

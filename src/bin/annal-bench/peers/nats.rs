@@ -72,7 +72,7 @@ struct Append {
 impl Op for Append {
     fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
         Box::pin(async move {
-            let k = self.rng.below(self.subjects.len() as u64) as usize;
+            let k = self.rng.pick(self.subjects.len());
             let subject = self.subjects[k].clone();
             if self.batch == 1 {
                 let mut h = async_nats::HeaderMap::new();

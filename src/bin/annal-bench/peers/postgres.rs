@@ -228,8 +228,7 @@ struct Append {
 impl Op for Append {
     fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
         Box::pin(async move {
-            let k =
-                if self.streams.len() == 1 { 0 } else { self.rng.below(self.streams.len() as u64) as usize };
+            let k = self.rng.pick(self.streams.len());
             let s = &self.streams[k];
             let v = self.versions[k];
             if self.batch == 1 {

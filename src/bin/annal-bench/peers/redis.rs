@@ -54,7 +54,7 @@ struct Append {
 impl Op for Append {
     fn call(&mut self) -> BoxFut<'_, Result<u64, String>> {
         Box::pin(async move {
-            let k = self.rng.below(self.streams.len() as u64) as usize;
+            let k = self.rng.pick(self.streams.len());
             let s = &self.streams[k];
             if self.batch == 1 {
                 let _: Value = redis::cmd("XADD")
