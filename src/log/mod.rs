@@ -48,6 +48,8 @@ const POINT_READ_BYTES: usize = 4096;
 const SCAVENGE_WRITE_BYTES: usize = 1 << 20;
 /// Largest span of positions read at once by [`Log::read_many`].
 const COALESCE_BYTES: u64 = 512 * 1024;
+/// Page size the chunk writer pads its writes to (see `LogWriter::write_buffer`).
+const PAGE_BYTES: u64 = 4096;
 /// Block size of the torn-tail scan at start-up.
 const TAIL_SCAN_BYTES: usize = 1 << 20;
 
@@ -1163,12 +1165,21 @@ impl LogWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let base = self.chunk.header.start as u64 * self.log.cfg.chunk_size;
-        let c = &self.chunk;
-        c.file
-            .write_all_at(&self.buf, HEADER_SIZE + self.written - base)
-            .map_err(LogError::io("write", &c.path))?;
+        let size = self.log.cfg.chunk_size;
+        let base = self.chunk.header.start as u64 * size;
         self.crc.update(&self.buf);
+        // The write runs on to the end of its last page with the zeros that are there already
+        // (the data area past the written end is all zeros: chunks are created zeroed and the
+        // torn tail is zeroed at start-up). A write that covers a page in full never makes the
+        // kernel read that page from disk first; a partial write to an uncached page does, and
+        // new chunks are zeroed around the page cache, so without this nearly every commit that
+        // starts a page would wait for a disk read.
+        let at = HEADER_SIZE + self.written - base;
+        let end = at + self.buf.len() as u64;
+        let padded = end.next_multiple_of(PAGE_BYTES).min(HEADER_SIZE + size);
+        self.buf.resize(self.buf.len() + (padded - end) as usize, 0);
+        let c = &self.chunk;
+        c.file.write_all_at(&self.buf, at).map_err(LogError::io("write", &c.path))?;
         self.written = self.pos;
         self.buf.clear();
         Ok(())
