@@ -94,10 +94,22 @@ impl Req {
     }
 
     /// An `ES-` header, falling back to its `Kurrent-` twin; `alt` is an accepted misspelling.
+    /// `name` and `alt` are lowercase, as header names are once parsed. One pass over the
+    /// headers, without building names: it runs several times for every request.
     pub fn es_header(&self, name: &str, alt: Option<&str>) -> Option<&str> {
-        self.header(&format!("es-{name}"))
-            .or_else(|| alt.and_then(|a| self.header(&format!("es-{a}"))))
-            .or_else(|| self.header(&format!("kurrent-{name}")))
+        // The first value of each accepted name, in order of preference: es-name, es-alt, kurrent-name.
+        let mut first: [Option<&http::HeaderValue>; 3] = [None; 3];
+        for (k, v) in &self.headers {
+            let k = k.as_str();
+            let rank = match (k.strip_prefix("es-"), k.strip_prefix("kurrent-")) {
+                (Some(rest), _) if rest == name => 0,
+                (Some(rest), _) if Some(rest) == alt => 1,
+                (_, Some(rest)) if rest == name => 2,
+                _ => continue,
+            };
+            first[rank].get_or_insert(v);
+        }
+        first.into_iter().flatten().next().and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
 
     /// A `True`/`False` header (case-insensitive); anything else is 400 `<Name> header in wrong format.`.
@@ -108,10 +120,10 @@ impl Req {
         alt: Option<&str>,
         default: bool,
     ) -> Result<bool, Reply> {
-        match self.es_header(name, alt).map(|v| v.trim().to_ascii_lowercase()) {
+        match self.es_header(name, alt).map(str::trim) {
             None => Ok(default),
-            Some(v) if v == "true" => Ok(true),
-            Some(v) if v == "false" => Ok(false),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
             Some(_) => Err(Reply::bad_request(format!("{display} header in wrong format."))),
         }
     }
