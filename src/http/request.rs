@@ -198,6 +198,48 @@ impl Req {
 mod tests {
     use super::*;
 
+    fn req_with(headers: &[(&str, &str)]) -> Req {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        Req {
+            method: Method::POST,
+            path: "/streams/s".into(),
+            raw_query: None,
+            query: Vec::new(),
+            headers: h,
+            body: None,
+            principal: None,
+            base: String::new(),
+            media: Media::Json,
+            how: How::Default,
+            body_media: None,
+        }
+    }
+
+    #[test]
+    fn es_headers_prefer_es_then_the_misspelling_then_kurrent() {
+        let r = req_with(&[
+            ("Kurrent-RequireMaster", "k"),
+            ("ES-RequiresMaster", "alt"),
+            ("es-requiremaster", "es"),
+        ]);
+        assert_eq!(r.es_header("requiremaster", Some("requiresmaster")), Some("es"));
+        let r = req_with(&[("kurrent-requiremaster", "k"), ("ES-RequiresMaster", "alt")]);
+        assert_eq!(r.es_header("requiremaster", Some("requiresmaster")), Some("alt"));
+        assert_eq!(r.es_header("requiremaster", None), Some("k"));
+        // The first value of a repeated header wins, as `HeaderMap::get` gives it.
+        let r = req_with(&[("ES-ExpectedVersion", "1"), ("ES-ExpectedVersion", "2"), ("ES-Other", "x")]);
+        assert_eq!(r.es_header("expectedversion", None), Some("1"));
+        assert_eq!(r.expected_version().ok(), Some(1));
+        assert_eq!(r.es_header("longpoll", None), None);
+        let r = req_with(&[("ES-RequireMaster", " TRUE ")]);
+        assert_eq!(r.require_master().ok(), Some(true));
+        let r = req_with(&[("ES-RequireMaster", "yes")]);
+        assert!(r.require_master().is_err());
+    }
+
     #[test]
     fn base_urls() {
         let local: std::net::SocketAddr = "127.0.0.1:2113".parse().unwrap();
