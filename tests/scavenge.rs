@@ -233,71 +233,102 @@ mod random {
         #![proptest_config(proptest::test_runner::Config { cases: 150, failure_persistence: None, ..Default::default() })]
         #[test]
         fn scavenges_and_crashes_never_change_what_readers_see(ops in proptest::collection::vec(op(), 1..70)) {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let mem = Arc::new(MemDisk::default());
-                let faults = annal_fault::DiskFaults::none();
-                let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
-                let disk = Arc::new(annal_fault::FaultyDisk::new(mem.clone(), faults.clone()));
-                let env = Env::new(disk, clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), 5);
-                let r = Rig { env, clock, mem };
-                let mut c = cfg();
-                c.chunk_size = 4096;
-                c.memtable_max = 16;
-                let mut s = Store::open(&r.env, c.clone()).unwrap();
-                let mut sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
-                let mut i = 0u32;
-                for op in ops {
-                    let now = r.env.clock.wall_micros();
-                    match op {
-                        Op::Append(k, n) => {
-                            let evs = (0..n).map(|_| { i += 1; ev(i) }).collect();
-                            let _ = s.append(STREAMS[k], ANY, evs);
-                        }
-                        Op::Meta(k, m) => {
-                            i += 1;
-                            let _ = s.set_metadata(STREAMS[k], ANY, ev(i).id, METAS[m].as_bytes().to_vec().into());
-                        }
-                        Op::Delete(k, hard) => {
-                            let _ = s.delete(STREAMS[k], ANY, hard);
-                        }
-                        Op::Tick(secs) => r.clock.advance(Duration::from_secs(secs)),
-                        Op::Scavenge(threshold) => {
-                            let before = visible(&s, now);
-                            sc.start(StartOptions { threshold, ..StartOptions::default() }).await.unwrap();
+            run(ops);
+        }
+    }
+
+    /// Cases the property found, kept forever.
+    #[test]
+    fn found_cases() {
+        // A scavenge that fails at its 16th write, a restart, then appends and a crash: the
+        // restart after the crash found a completed chunk without its footer.
+        use Op::*;
+        run(vec![
+            FaultyScavenge(16),
+            Append(0, 1),
+            Append(3, 2),
+            Append(0, 1),
+            Meta(3, 1),
+            Append(3, 1),
+            Crash,
+        ]);
+    }
+
+    fn run(ops: Vec<Op>) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let mem = Arc::new(MemDisk::default());
+            let faults = annal_fault::DiskFaults::none();
+            let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+            let disk = Arc::new(annal_fault::FaultyDisk::new(mem.clone(), faults.clone()));
+            let env = Env::new(disk, clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), 5);
+            let r = Rig { env, clock, mem };
+            let mut c = cfg();
+            c.chunk_size = 4096;
+            c.memtable_max = 16;
+            let mut s = Store::open(&r.env, c.clone()).unwrap();
+            let mut sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+            let mut i = 0u32;
+            for op in ops {
+                let now = r.env.clock.wall_micros();
+                match op {
+                    Op::Append(k, n) => {
+                        let evs = (0..n)
+                            .map(|_| {
+                                i += 1;
+                                ev(i)
+                            })
+                            .collect();
+                        let _ = s.append(STREAMS[k], ANY, evs);
+                    }
+                    Op::Meta(k, m) => {
+                        i += 1;
+                        let _ =
+                            s.set_metadata(STREAMS[k], ANY, ev(i).id, METAS[m].as_bytes().to_vec().into());
+                    }
+                    Op::Delete(k, hard) => {
+                        let _ = s.delete(STREAMS[k], ANY, hard);
+                    }
+                    Op::Tick(secs) => r.clock.advance(Duration::from_secs(secs)),
+                    Op::Scavenge(threshold) => {
+                        let before = visible(&s, now);
+                        sc.start(StartOptions { threshold, ..StartOptions::default() }).await.unwrap();
+                        sc.wait().await;
+                        assert_eq!(visible(&s, now), before, "scavenge changed a read");
+                    }
+                    Op::FaultyScavenge(n) => {
+                        let before = visible(&s, now);
+                        faults.fail_write_after.store(n, std::sync::atomic::Ordering::SeqCst);
+                        // The run may fail at any phase (or a later write may); it must never
+                        // change what readers see, now or after a restart and another run.
+                        if sc.start(StartOptions::default()).await.is_ok() {
                             sc.wait().await;
-                            assert_eq!(visible(&s, now), before, "scavenge changed a read");
                         }
-                        Op::FaultyScavenge(n) => {
-                            let before = visible(&s, now);
-                            faults.fail_write_after.store(n, std::sync::atomic::Ordering::SeqCst);
-                            // The run may fail at any phase (or a later write may); it must never
-                            // change what readers see, now or after a restart and another run.
-                            if sc.start(StartOptions::default()).await.is_ok() {
-                                sc.wait().await;
-                            }
-                            faults.fail_write_after.store(0, std::sync::atomic::Ordering::SeqCst);
-                            assert_eq!(visible(&s, now), before, "a failing scavenge changed a read");
-                            drop((sc, s));
-                            r.mem.crash();
-                            s = Store::open(&r.env, c.clone()).unwrap();
-                            sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
-                            assert_eq!(visible(&s, now), before, "restart after a failed scavenge changed a read");
-                            sc.start(StartOptions::default()).await.unwrap();
-                            sc.wait().await;
-                            assert_eq!(visible(&s, now), before, "the resumed scavenge changed a read");
-                        }
-                        Op::Crash => {
-                            let before = visible(&s, now);
-                            drop((sc, s));
-                            r.mem.crash();
-                            s = Store::open(&r.env, c.clone()).unwrap();
-                            sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
-                            assert_eq!(visible(&s, now), before, "a crash changed a read");
-                        }
+                        faults.fail_write_after.store(0, std::sync::atomic::Ordering::SeqCst);
+                        assert_eq!(visible(&s, now), before, "a failing scavenge changed a read");
+                        drop((sc, s));
+                        r.mem.crash();
+                        s = Store::open(&r.env, c.clone()).unwrap();
+                        sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+                        assert_eq!(
+                            visible(&s, now),
+                            before,
+                            "restart after a failed scavenge changed a read"
+                        );
+                        sc.start(StartOptions::default()).await.unwrap();
+                        sc.wait().await;
+                        assert_eq!(visible(&s, now), before, "the resumed scavenge changed a read");
+                    }
+                    Op::Crash => {
+                        let before = visible(&s, now);
+                        drop((sc, s));
+                        r.mem.crash();
+                        s = Store::open(&r.env, c.clone()).unwrap();
+                        sc = Scavenger::open(s.clone(), scfg(true)).unwrap();
+                        assert_eq!(visible(&s, now), before, "a crash changed a read");
                     }
                 }
-            });
-        }
+            }
+        });
     }
 }

@@ -81,6 +81,15 @@ pub trait File: Send + Sync {
         }
         Ok(())
     }
+
+    /// Reads exactly `len` bytes at `offset` into a new buffer (as [`File::read_exact_at`]). The
+    /// real file reads into the buffer without zeroing it first: large reads of the log would
+    /// otherwise spend as long clearing memory as copying the data in.
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        self.read_exact_at(&mut v, offset)?;
+        Ok(v)
+    }
 }
 
 /// A file system rooted wherever the paths point.

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -47,6 +48,30 @@ impl File for RealFile {
     }
     fn len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        let mut v: Vec<u8> = Vec::with_capacity(len);
+        while v.len() < len {
+            let spare = v.spare_capacity_mut();
+            let at = offset + (len - spare.len()) as u64;
+            let at = libc::off_t::try_from(at)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset out of range"))?;
+            // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `v`; pread writes
+            // at most that many bytes into it and returns how many it wrote.
+            let n = unsafe { libc::pread(self.0.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+            match n {
+                0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+                n if n < 0 => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+                // SAFETY: pread initialised the first `n` bytes of the spare capacity.
+                n => unsafe { v.set_len(v.len() + n as usize) },
+            }
+        }
+        Ok(v)
     }
 }
 

@@ -159,6 +159,9 @@ impl Chunk {
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<(), LogError> {
         self.file.read_exact_at(buf, HEADER_SIZE + offset).map_err(LogError::io("read", &self.path))
     }
+    fn read_vec(&self, len: usize, offset: u64) -> Result<Vec<u8>, LogError> {
+        self.file.read_vec_at(len, HEADER_SIZE + offset).map_err(LogError::io("read", &self.path))
+    }
     fn corrupt(&self, offset: u64, detail: impl std::fmt::Display) -> LogError {
         LogError::Corrupt {
             file: self.path.clone(),
@@ -398,6 +401,17 @@ impl Log {
             }
             let data_end = match (footer, last) {
                 (Some(f), false) => f.logical_size,
+                // The last committed record filled this chunk to its last byte, so writer.chk
+                // points at the start of the next chunk, which was never created: the writer
+                // completes a chunk only when a record no longer fits. Complete it now.
+                (None, false)
+                    if !header.scavenged
+                        && header.end + 1 == writer_chunk
+                        && writer == writer_chunk as u64 * size =>
+                {
+                    complete_full_chunk(&*file, &path, size)?;
+                    size
+                }
                 (None, false) => {
                     return Err(LogError::Corrupt {
                         file: path,
@@ -603,15 +617,11 @@ impl Log {
         let base = c.header.start as u64 * self.cfg.chunk_size;
         let off = c.offset_of(base, pos).ok_or(LogError::OutOfRange(pos))?;
         let avail = c.readable_from(base, off, end) as usize;
-        let mut buf = vec![0u8; avail.min(POINT_READ_BYTES)];
-        c.read(&mut buf, off)?;
-        let buf = Bytes::from(buf);
+        let buf = Bytes::from(c.read_vec(avail.min(POINT_READ_BYTES), off)?);
         match record::decode_shared(&buf, 0, pos, self.max_body) {
             Ok((r, _)) => Ok(r),
             Err(FrameError::Short { needed }) if needed <= avail => {
-                let mut buf = vec![0u8; needed];
-                c.read(&mut buf, off)?;
-                record::decode_shared(&Bytes::from(buf), 0, pos, self.max_body)
+                record::decode_shared(&Bytes::from(c.read_vec(needed, off)?), 0, pos, self.max_body)
                     .map(|(r, _)| r)
                     .map_err(|e| c.corrupt(off, e))
             }
@@ -656,9 +666,7 @@ impl Log {
             let last_off = offs[offs.len() - 1];
             let span = ((last_off - first_off) as usize + POINT_READ_BYTES)
                 .min(c.readable_from(base, first_off, end) as usize);
-            let mut buf = vec![0u8; span];
-            c.read(&mut buf, first_off)?;
-            let buf = Bytes::from(buf);
+            let buf = Bytes::from(c.read_vec(span, first_off)?);
             for (&p, &o) in positions[i..j].iter().zip(&offs) {
                 match record::decode_shared(&buf, (o - first_off) as usize, p, self.max_body) {
                     Ok((r, _)) => out.push(Some(r)),
@@ -899,6 +907,28 @@ impl ScavengedWriter {
     }
 }
 
+/// Writes the footer of a plain chunk whose data fills all `size` bytes (read back for its CRC)
+/// and syncs it.
+fn complete_full_chunk(file: &dyn File, path: &Path, size: u64) -> Result<(), LogError> {
+    let mut crc = crc32fast::Hasher::new();
+    let mut at = 0u64;
+    while at < size {
+        let n = ((size - at) as usize).min(SCAN_READ_BYTES);
+        let piece = file.read_vec_at(n, HEADER_SIZE + at).map_err(LogError::io("read", path))?;
+        crc.update(&piece);
+        at += n as u64;
+    }
+    let footer = ChunkFooter {
+        logical_size: size,
+        physical_size: size,
+        posmap_entries: 0,
+        data_crc: crc.finalize(),
+        posmap_crc: 0,
+    };
+    file.write_all_at(&footer.encode(), HEADER_SIZE + size).map_err(LogError::io("write footer", path))?;
+    file.sync_data().map_err(LogError::io("sync", path))
+}
+
 /// Reads and checks the position map of a scavenged chunk.
 fn load_posmap(file: &dyn File, path: &Path, f: &ChunkFooter) -> Result<Layout, LogError> {
     let at = HEADER_SIZE + f.physical_size;
@@ -1023,9 +1053,7 @@ impl Scan<'_> {
 
     fn fill(&mut self, c: &Chunk, off: u64, avail: u64, want: usize) -> Result<(), LogError> {
         let n = (avail as usize).min(want);
-        let mut buf = vec![0u8; n];
-        c.read(&mut buf, off)?;
-        self.buf = Bytes::from(buf);
+        self.buf = Bytes::from(c.read_vec(n, off)?);
         self.buf_off = off;
         Ok(())
     }
