@@ -370,3 +370,40 @@ fn writer_checkpoint_block_on_the_real_disk() {
     direct.read_exact_at(&mut back, 0).unwrap();
     assert_eq!(i64::from_le_bytes(back), 123_456_789);
 }
+
+#[test]
+fn cached_reads_run_inline_and_uncached_ones_are_refused() {
+    // `Disk::run_cached` runs a job with reads that may not wait for the device: a read of data
+    // that is not in the page cache fails the job (which then runs on the blocking pool), and
+    // the mode ends with the job.
+    let dir = tempfile::tempdir().unwrap();
+    let disk = annal::env::real::RealDisk;
+    let path = dir.path().join("data");
+    let want: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let f = disk.open(&path, OpenMode::CreateTruncate).unwrap();
+    f.write_all_at(&want, 0).unwrap();
+    f.sync_data().unwrap();
+    annal::env::real::drop_cached(&path).unwrap();
+    let mut got = None;
+    let inline = disk.run_cached(&mut || got = Some(f.read_vec_at(want.len(), 0)));
+    match got.unwrap() {
+        // Served from memory (a file system that keeps its pages, such as tmpfs).
+        Ok(v) => {
+            assert!(inline);
+            assert_eq!(v, want);
+        }
+        Err(e) => {
+            assert!(!inline, "a failed read must fail the job");
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        }
+    }
+    // Outside the job, reads wait for the device as usual (and fill the cache).
+    assert_eq!(f.read_vec_at(want.len(), 0).unwrap(), want);
+    let mut buf = vec![0u8; 4096];
+    f.read_exact_at(&mut buf, 8192).unwrap();
+    assert_eq!(buf, want[8192..8192 + 4096]);
+    // Now cached: the job runs inline and reads the same bytes.
+    let mut again = None;
+    assert!(disk.run_cached(&mut || again = Some(f.read_vec_at(want.len(), 0))));
+    assert_eq!(again.unwrap().unwrap(), want);
+}

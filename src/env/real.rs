@@ -33,9 +33,48 @@ pub struct RealDisk;
 
 struct RealFile(std::fs::File);
 
+thread_local! {
+    /// Set while [`Disk::run_cached`] runs a job on this thread: reads must not wait for the device.
+    static NOWAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether a read of that job found data that is not in the page cache.
+    static WOULD_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `pread` of up to `len` bytes into `buf`; inside [`Disk::run_cached`] with `RWF_NOWAIT`, so
+/// data that is not in the page cache fails the read (`WouldBlock`) and marks the job.
+fn pread(file: &std::fs::File, buf: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+    let at = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset out of range"))?;
+    let n = if NOWAIT.get() {
+        let iov = libc::iovec { iov_base: buf.cast(), iov_len: len };
+        // SAFETY: `iov` describes `len` writable bytes at `buf` (the caller's buffer).
+        unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) }
+    } else {
+        // SAFETY: `buf` is `len` writable bytes (the caller's buffer).
+        unsafe { libc::pread(file.as_raw_fd(), buf.cast(), len, at) }
+    };
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        // Not cached, or no RWF_NOWAIT on this kernel or file system: the job goes to the pool.
+        Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS) if NOWAIT.get() => {
+            WOULD_BLOCK.set(true);
+            Err(io::Error::new(io::ErrorKind::WouldBlock, "data not in the page cache"))
+        }
+        _ => Err(e),
+    }
+}
+
 impl File for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.0.read_at(buf, offset)
+        loop {
+            match pread(&self.0, buf.as_mut_ptr(), buf.len(), offset) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.0.write_all_at(buf, offset)
@@ -54,24 +93,30 @@ impl File for RealFile {
         while v.len() < len {
             let spare = v.spare_capacity_mut();
             let at = offset + (len - spare.len()) as u64;
-            let at = libc::off_t::try_from(at)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset out of range"))?;
-            // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `v`; pread writes
-            // at most that many bytes into it and returns how many it wrote.
-            let n = unsafe { libc::pread(self.0.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
-            match n {
-                0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
-                n if n < 0 => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
+            // `spare` is writable memory of `spare.len()` bytes owned by `v`; pread writes at most
+            // that many bytes into it and returns how many it wrote.
+            match pread(&self.0, spare.as_mut_ptr().cast(), spare.len(), at) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
                 // SAFETY: pread initialised the first `n` bytes of the spare capacity.
-                n => unsafe { v.set_len(v.len() + n as usize) },
+                Ok(n) => unsafe { v.set_len(v.len() + n) },
             }
         }
         Ok(v)
+    }
+}
+
+/// Asks the kernel to drop the page-cache pages of `path` (clean pages only), so the next reads
+/// go to the device: for tests and cold-read benchmarks.
+pub fn drop_cached(path: &Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: a plain system call on a descriptor this function owns.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
     }
 }
 
@@ -134,6 +179,25 @@ impl File for DirectFile {
 }
 
 impl Disk for RealDisk {
+    fn run_cached(&self, f: &mut dyn FnMut()) -> bool {
+        // Reset even if `f` unwinds, so later work on this thread reads normally.
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                NOWAIT.set(false);
+            }
+        }
+        if NOWAIT.get() {
+            // Nested: the outer job's flags stand.
+            f();
+            return !WOULD_BLOCK.get();
+        }
+        WOULD_BLOCK.set(false);
+        NOWAIT.set(true);
+        let _reset = Reset;
+        f();
+        !WOULD_BLOCK.get()
+    }
     fn open_direct(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let direct =
             std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);

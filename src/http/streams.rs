@@ -1,7 +1,9 @@
 //! Reading streams and `$all`: paged Atom feeds, single events, the stream description document,
 //! ETag/304, cache policies and long polling (`shared/reference/http-streams.md` §2).
 //!
-//! Each read runs in one blocking call: ACL check, read, the checks of link targets. Feeds page by
+//! Each read runs as one job ([`crate::env::Env::read_job`]: on the request's task when the page
+//! cache holds what it reads, else on the blocking pool): ACL check, read, the checks of link
+//! targets. Feeds page by
 //! event number (a backward page from `F` of `C` covers `F−C+1..=F`), as v5 does, so the paging
 //! links of every page follow the reference's formulas exactly.
 
@@ -303,7 +305,7 @@ async fn feed_inner(
             let (p, s, a) = (principal.clone(), stream.clone(), api.clone());
             async move {
                 let env = a.node.env.clone();
-                env.blocking(move || read_page(&a, p.as_ref(), &s, dir, from, c, resolve, inm)).await
+                env.read_job(move || read_page(&a, p.as_ref(), &s, dir, from, c, resolve, inm)).await
             }
         },
         |o| match o {
@@ -456,7 +458,7 @@ pub async fn event(api: &Arc<Api>, req: &mut Req, stream: String, event: String)
     };
     let (a, p) = (api.clone(), req.principal.clone());
     let env = api.node.env.clone();
-    let outcome = env.blocking(move || read_one(&a, p.as_ref(), &stream, n, resolve)).await;
+    let outcome = env.read_job(move || read_one(&a, p.as_ref(), &stream, n, resolve)).await;
     let one = match failure(outcome, Some(req.media)) {
         Ok(Some(one)) => one,
         Ok(None) => return errors::read(&ReadError::NoStream, Some(req.media)),
@@ -591,7 +593,7 @@ async fn all_inner(
             let (p, a) = (principal.clone(), api.clone());
             async move {
                 let env = a.node.env.clone();
-                env.blocking(move || read_all_page(&a, p.as_ref(), dir, from, c, inm)).await
+                env.read_job(move || read_all_page(&a, p.as_ref(), dir, from, c, inm)).await
             }
         },
         |o| matches!(o, Outcome::NotModified) || matches!(o, Outcome::Done(p) if p.events.is_empty()),

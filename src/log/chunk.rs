@@ -18,9 +18,9 @@
 //! `u64 log position | u64 data offset` pairs; its file is as long as that, not `chunk_size`.
 //!
 //! The footer is the last 128 bytes of the file and is all zeros until the chunk is completed. A new
-//! chunk is written in full (zeros) and synced when created, so later appends overwrite allocated
-//! blocks: syncing those is several times faster than syncing a growing file
-//! (`shared/reference/performance.md`).
+//! chunk is written in full (zeros) and synced when created, so later appends overwrite written
+//! blocks: syncing those is faster than syncing a growing file or `fallocate`d space (figures in
+//! the README's durability rules).
 
 use std::path::Path;
 
