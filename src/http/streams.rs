@@ -3,9 +3,8 @@
 //!
 //! Each read runs as one job ([`crate::env::Env::read_job`]: on the request's task when the page
 //! cache holds what it reads, else on the blocking pool): ACL check, read, the checks of link
-//! targets. Feeds page by
-//! event number (a backward page from `F` of `C` covers `F−C+1..=F`), as v5 does, so the paging
-//! links of every page follow the reference's formulas exactly.
+//! targets. Feeds page by event number (a backward page from `F` of `C` covers `F−C+1..=F`), as v5
+//! does, so the paging links of every page follow the reference's formulas exactly.
 
 use std::future::Future;
 use std::sync::Arc;

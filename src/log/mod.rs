@@ -907,17 +907,23 @@ impl ScavengedWriter {
     }
 }
 
-/// Writes the footer of a plain chunk whose data fills all `size` bytes (read back for its CRC)
-/// and syncs it.
-fn complete_full_chunk(file: &dyn File, path: &Path, size: u64) -> Result<(), LogError> {
+/// The running CRC of the first `len` data bytes of a plain chunk file (read in pieces).
+fn data_crc(file: &dyn File, path: &Path, len: u64) -> Result<crc32fast::Hasher, LogError> {
     let mut crc = crc32fast::Hasher::new();
     let mut at = 0u64;
-    while at < size {
-        let n = ((size - at) as usize).min(SCAN_READ_BYTES);
+    while at < len {
+        let n = ((len - at) as usize).min(SCAN_READ_BYTES);
         let piece = file.read_vec_at(n, HEADER_SIZE + at).map_err(LogError::io("read", path))?;
         crc.update(&piece);
         at += n as u64;
     }
+    Ok(crc)
+}
+
+/// Writes the footer of a plain chunk whose data fills all `size` bytes (read back for its CRC)
+/// and syncs it.
+fn complete_full_chunk(file: &dyn File, path: &Path, size: u64) -> Result<(), LogError> {
+    let crc = data_crc(file, path, size)?;
     let footer = ChunkFooter {
         logical_size: size,
         physical_size: size,
@@ -1092,15 +1098,7 @@ impl LogWriter {
     fn resume(log: Arc<Log>, pos: u64) -> Result<LogWriter, LogError> {
         let chunk = log.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
         let base = chunk.header.start as u64 * log.cfg.chunk_size;
-        let mut crc = crc32fast::Hasher::new();
-        let mut at = 0u64;
-        let mut buf = vec![0u8; SCAN_READ_BYTES];
-        while at < pos - base {
-            let n = ((pos - base - at) as usize).min(SCAN_READ_BYTES);
-            chunk.read(&mut buf[..n], at)?;
-            crc.update(&buf[..n]);
-            at += n as u64;
-        }
+        let crc = data_crc(&*chunk.file, &chunk.path, pos - base)?;
         log.prepare_chunk(chunk.header.end + 1);
         Ok(LogWriter {
             log,
