@@ -468,28 +468,31 @@ fn clean_run(b: &[u8], ascii_only: bool) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
-        // SSE2 is part of x86_64. Long clean runs (event bodies) go 64 bytes per step with one
-        // test per step; the step that holds a hit is rescanned 16 bytes at a time below.
+        // The lanes of `x` that stop a clean run, as set sign bits: `"`, `\\`, unsigned x <= 0x1f
+        // and, with `ascii_only`, a set high bit. SSE2 is part of x86_64.
+        let stops = |x: __m128i| {
+            // SAFETY: SSE2 is enabled on every x86_64 target; these only compute on registers.
+            unsafe {
+                let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+                let hit = _mm_or_si128(_mm_or_si128(quote, backslash), control);
+                if ascii_only {
+                    _mm_or_si128(hit, x)
+                } else {
+                    hit
+                }
+            }
+        };
+        // Long clean runs (event bodies) go 64 bytes per step with one test per step; the step
+        // that holds a stop is rescanned 16 bytes at a time.
         while let Some(block) = b.get(at..at + 64) {
-            // SAFETY: SSE2 is enabled on every x86_64 target; `block` is 64 readable bytes and
-            // the unaligned loads have no alignment requirement.
+            // SAFETY: `block` is 64 readable bytes; unaligned loads have no alignment requirement.
             let any = unsafe {
                 let p: *const __m128i = block.as_ptr().cast();
-                let bad = |x: __m128i| {
-                    let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
-                    let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
-                    let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
-                    // The sign bit of a lane is set for a hit (or a high byte, with `ascii_only`).
-                    let hit = _mm_or_si128(_mm_or_si128(quote, backslash), control);
-                    if ascii_only {
-                        _mm_or_si128(hit, x)
-                    } else {
-                        hit
-                    }
-                };
                 let v = _mm_or_si128(
-                    _mm_or_si128(bad(_mm_loadu_si128(p)), bad(_mm_loadu_si128(p.add(1)))),
-                    _mm_or_si128(bad(_mm_loadu_si128(p.add(2))), bad(_mm_loadu_si128(p.add(3)))),
+                    _mm_or_si128(stops(_mm_loadu_si128(p)), stops(_mm_loadu_si128(p.add(1)))),
+                    _mm_or_si128(stops(_mm_loadu_si128(p.add(2))), stops(_mm_loadu_si128(p.add(3)))),
                 );
                 _mm_movemask_epi8(v)
             };
@@ -499,18 +502,8 @@ fn clean_run(b: &[u8], ascii_only: bool) -> usize {
             at += 64;
         }
         while let Some(block) = b.get(at..at + 16) {
-            // SAFETY: SSE2 is enabled on every x86_64 target; `block` is 16 readable bytes and
-            // the unaligned load has no alignment requirement.
-            let hits = unsafe {
-                let x = _mm_loadu_si128(block.as_ptr().cast());
-                let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
-                let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
-                // Unsigned x <= 0x1f.
-                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
-                let escapes = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32;
-                let high = if ascii_only { _mm_movemask_epi8(x) as u32 } else { 0 };
-                escapes | high
-            };
+            // SAFETY: `block` is 16 readable bytes; unaligned loads have no alignment requirement.
+            let hits = unsafe { _mm_movemask_epi8(stops(_mm_loadu_si128(block.as_ptr().cast()))) } as u32;
             if hits != 0 {
                 return at + hits.trailing_zeros() as usize;
             }
