@@ -31,8 +31,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
         .with_writer(std::io::stderr)
         .init();
-    let workers = config.worker_threads_for(annal::env::real::cores());
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
+    let rt = match annal::env::real::node_runtime(&config) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("annal: cannot start the runtime: {e}");

@@ -120,6 +120,15 @@ pub fn drop_cached(path: &Path) -> io::Result<()> {
     }
 }
 
+/// The multi-threaded runtime a node runs on, with `config`'s HTTP worker threads for this
+/// machine's cores.
+pub fn node_runtime(config: &crate::config::Config) -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads_for(cores()))
+        .enable_all()
+        .build()
+}
+
 /// Cores this process may run on.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

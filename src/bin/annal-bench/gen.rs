@@ -258,11 +258,6 @@ pub fn load_avg() -> String {
         .unwrap_or_default()
 }
 
-/// Online CPUs.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
 /// The payload of every benchmark event: a JSON object of exactly `size` bytes.
 pub fn payload(size: usize) -> bytes::Bytes {
     let mut d = b"{\"pad\":\"".to_vec();
@@ -302,10 +297,6 @@ impl Rng {
     /// An index below `n` at random (0 when there is one choice), e.g. which of a connection's
     /// own streams to append to.
     pub fn pick(&mut self, n: usize) -> usize {
-        if n <= 1 {
-            0
-        } else {
-            self.below(n as u64) as usize
-        }
+        self.below(n as u64) as usize
     }
 }

@@ -376,14 +376,10 @@ impl LocalNode {
         let thread = std::thread::Builder::new()
             .name("annal-node".into())
             .spawn(move || {
-                // The runtime `annal` itself builds (default worker threads).
-                let workers =
-                    annal::config::Config::for_dir(&dir).worker_threads_for(annal::env::real::cores());
-                let rt = match tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(workers)
-                    .enable_all()
-                    .build()
-                {
+                let mut config = annal::config::Config::for_dir(&dir);
+                config.http_port = port;
+                // The runtime `annal` itself builds.
+                let rt = match annal::env::real::node_runtime(&config) {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = tx.send(Err(e.to_string()));
@@ -392,8 +388,6 @@ impl LocalNode {
                 };
                 rt.block_on(async move {
                     let env = annal::env::real::env();
-                    let mut config = annal::config::Config::for_dir(&dir);
-                    config.http_port = port;
                     let opened = {
                         let e = env.clone();
                         env.blocking(move || annal::node::Node::open(e, config)).await
@@ -523,7 +517,7 @@ pub fn http_mode(args: &Args) {
         args.url.as_deref().unwrap_or("in-process node"),
         addr
     );
-    println!("# machine: {} cores; load average before: {}", gen::cores(), gen::load_avg());
+    println!("# machine: {} cores; load average before: {}", annal::env::real::cores(), gen::load_avg());
     println!(
         "| workload | throughput | requests/s | p50 ms | p99 ms | CPU µs/request (process) | events/commit |"
     );

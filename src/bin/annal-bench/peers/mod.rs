@@ -174,10 +174,10 @@ pub fn run(args: &Args) {
     let machine = match &probe {
         Ok((rate, p50, p99)) => format!(
             "{} cores ({}); fsync probe (4 KiB pwrite + fdatasync, pre-written file): {rate:.0}/s, p50 {p50} µs, p99 {p99} µs; load average at start {load0}",
-            gen::cores(),
+            ::annal::env::real::cores(),
             cpu_model()
         ),
-        Err(e) => format!("{} cores; fsync probe failed: {e}; load average at start {load0}", gen::cores()),
+        Err(e) => format!("{} cores; fsync probe failed: {e}; load average at start {load0}", ::annal::env::real::cores()),
     };
     eprintln!("# {machine}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
@@ -615,7 +615,7 @@ fn to_json(
         "kind": if plan.smoke { "smoke" } else { "full" },
         "machine": {
             "line": machine,
-            "cores": gen::cores(),
+            "cores": ::annal::env::real::cores(),
             "fsync_per_s": probe.map(|p| p.0),
             "fsync_p50_us": probe.map(|p| p.1),
             "fsync_p99_us": probe.map(|p| p.2),
