@@ -17,6 +17,7 @@
 // A measurement tool, not node code: it uses OS time, threads, sockets and /proc directly.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod disk;
 mod gen;
 mod http;
 #[cfg(feature = "peers")]
@@ -49,6 +50,7 @@ pub struct Args {
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
        annal-bench scavenge [--gib G] [--dir PATH]
+       annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,sierradb,umadb]
                    (peers needs: cargo run --release --features peers --bin annal-bench -- peers)";
@@ -123,13 +125,14 @@ fn main() {
     };
     match args.mode.as_str() {
         "storage" => storage::storage(&args),
+        "disk" => disk::disk(&args),
         "scavenge" => scavenge::scavenge(&args),
         "http" => http::http_mode(&args),
         "peers" => peers_mode(&args),
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, peers)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, peers, disk)");
             std::process::exit(2);
         }
     }
