@@ -40,26 +40,46 @@ pub enum Media {
     AtomSvcJson,
 }
 
-impl Media {
-    /// The media type.
-    pub fn mime(self) -> &'static str {
-        match self {
-            Media::StreamDesc => "application/vnd.eventstore.streamdesc+json",
-            Media::AtomXml => "application/atom+xml",
-            Media::AtomJson => "application/vnd.eventstore.atom+json",
-            Media::TextXml => "text/xml",
-            Media::AppXml => "application/xml",
-            Media::Json => "application/json",
-            Media::EventXml => "application/vnd.eventstore.event+xml",
-            Media::EventJson => "application/vnd.eventstore.event+json",
-            Media::EventsXml => "application/vnd.eventstore.events+xml",
-            Media::EventsJson => "application/vnd.eventstore.events+json",
-            Media::Html => "text/html",
-            Media::OctetStream => "application/octet-stream",
-            Media::TextPlain => "text/plain",
-            Media::AtomSvcXml => "application/atomsvc+xml",
-            Media::AtomSvcJson => "application/vnd.eventstore.atomsvc+json",
+/// `mime()` and `content_type()` from one table: textual types' `Content-Type` carries
+/// `charset=utf-8`, `application/octet-stream` none.
+macro_rules! media_names {
+    ($($v:ident => $m:literal,)*) => {
+        /// The media type.
+        pub fn mime(self) -> &'static str {
+            match self {
+                $(Media::$v => $m,)*
+            }
         }
+
+        /// The `Content-Type` value (textual types carry `charset=utf-8`); static, so replies
+        /// need neither formatting nor header-value validation.
+        #[allow(unreachable_patterns)]
+        pub fn content_type(self) -> &'static str {
+            match self {
+                Media::OctetStream => "application/octet-stream",
+                $(Media::$v => concat!($m, "; charset=utf-8"),)*
+            }
+        }
+    };
+}
+
+impl Media {
+    media_names! {
+        StreamDesc => "application/vnd.eventstore.streamdesc+json",
+        AtomXml => "application/atom+xml",
+        AtomJson => "application/vnd.eventstore.atom+json",
+        TextXml => "text/xml",
+        AppXml => "application/xml",
+        Json => "application/json",
+        EventXml => "application/vnd.eventstore.event+xml",
+        EventJson => "application/vnd.eventstore.event+json",
+        EventsXml => "application/vnd.eventstore.events+xml",
+        EventsJson => "application/vnd.eventstore.events+json",
+        Html => "text/html",
+        OctetStream => "application/octet-stream",
+        TextPlain => "text/plain",
+        AtomSvcXml => "application/atomsvc+xml",
+        AtomSvcJson => "application/vnd.eventstore.atomsvc+json",
     }
 
     /// Whether replies of this type are JSON documents.
@@ -73,14 +93,6 @@ impl Media {
                 | Media::EventsJson
                 | Media::AtomSvcJson
         )
-    }
-
-    /// The `Content-Type` value (textual types carry `charset=utf-8`).
-    pub fn content_type(self) -> String {
-        match self {
-            Media::OctetStream => self.mime().to_owned(),
-            _ => format!("{}; charset=utf-8", self.mime()),
-        }
     }
 
     /// The ETag suffix of this type.

@@ -4,6 +4,8 @@
 //! Errors travel in the reason phrase with an empty body, as v5 clients expect. Reason phrases are
 //! reduced to visible ASCII so no input can break the status line.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::StatusCode;
@@ -28,9 +30,9 @@ pub struct Reply {
     /// Status code.
     pub status: StatusCode,
     /// Reason phrase, when not the canonical one.
-    pub reason: Option<String>,
+    pub reason: Option<Cow<'static, str>>,
     /// `Content-Type`, if any.
-    pub content_type: Option<String>,
+    pub content_type: Option<Media>,
     /// Extra headers.
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Body.
@@ -39,7 +41,7 @@ pub struct Reply {
 
 impl Reply {
     /// A status-only reply: empty body, no `Content-Type`.
-    pub fn status(status: StatusCode, reason: impl Into<String>) -> Reply {
+    pub fn status(status: StatusCode, reason: impl Into<Cow<'static, str>>) -> Reply {
         Reply {
             status,
             reason: Some(reason.into()),
@@ -51,17 +53,11 @@ impl Reply {
 
     /// A reply with a body of `media`.
     pub fn body(status: StatusCode, media: Media, body: impl Into<Bytes>) -> Reply {
-        Reply {
-            status,
-            reason: None,
-            content_type: Some(media.content_type()),
-            headers: Vec::new(),
-            body: body.into(),
-        }
+        Reply { status, reason: None, content_type: Some(media), headers: Vec::new(), body: body.into() }
     }
 
     /// An empty `text/plain` reply (storage results: write outcomes, read failures of feeds).
-    pub fn plain(status: StatusCode, reason: impl Into<String>) -> Reply {
+    pub fn plain(status: StatusCode, reason: impl Into<Cow<'static, str>>) -> Reply {
         Reply::status(status, reason).with_type(Media::TextPlain)
     }
 
@@ -71,19 +67,19 @@ impl Reply {
     }
 
     /// `400` with a reason.
-    pub fn bad_request(reason: impl Into<String>) -> Reply {
+    pub fn bad_request(reason: impl Into<Cow<'static, str>>) -> Reply {
         Reply::status(StatusCode::BAD_REQUEST, reason)
     }
 
     /// Sets the reason phrase.
-    pub fn reason(mut self, reason: impl Into<String>) -> Reply {
+    pub fn reason(mut self, reason: impl Into<Cow<'static, str>>) -> Reply {
         self.reason = Some(reason.into());
         self
     }
 
     /// Sets the `Content-Type` to `media`.
     pub fn with_type(mut self, media: Media) -> Reply {
-        self.content_type = Some(media.content_type());
+        self.content_type = Some(media);
         self
     }
 
@@ -104,8 +100,8 @@ impl Reply {
         for (k, v) in self.headers {
             h.append(k, v);
         }
-        if let Some(ct) = self.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
-            h.insert(http::header::CONTENT_TYPE, ct);
+        if let Some(media) = self.content_type {
+            h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(media.content_type()));
         }
         h.insert(
             http::header::ACCESS_CONTROL_ALLOW_METHODS,
@@ -117,14 +113,11 @@ impl Reply {
         if self.status == StatusCode::UNAUTHORIZED {
             h.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(WWW_AUTHENTICATE));
         }
-        if let Some(reason) = self.reason {
+        if let Some(reason) = self.reason.filter(|r| self.status.canonical_reason() != Some(r)) {
             let clean: Vec<u8> =
                 reason.bytes().take(512).map(|b| if (0x20..0x7f).contains(&b) { b } else { b'?' }).collect();
-            let canonical = self.status.canonical_reason().map(str::as_bytes);
-            if canonical != Some(clean.as_slice()) {
-                if let Ok(r) = hyper::ext::ReasonPhrase::try_from(clean) {
-                    resp.extensions_mut().insert(r);
-                }
+            if let Ok(r) = hyper::ext::ReasonPhrase::try_from(clean) {
+                resp.extensions_mut().insert(r);
             }
         }
         resp

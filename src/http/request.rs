@@ -58,33 +58,60 @@ fn host_ok(h: &str) -> bool {
     !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
 }
 
-/// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1).
+/// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1). One pass over the
+/// headers (the first value of each name counts, blank values are absent): every request needs it.
 pub fn base_url(headers: &HeaderMap, local: std::net::SocketAddr) -> String {
-    let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-    let scheme = match get("x-forwarded-proto").map(str::to_ascii_lowercase).as_deref() {
-        Some("https") => "https",
-        _ => "http",
-    };
-    let mut host = get("x-forwarded-host")
-        .and_then(|h| h.split(',').next())
-        .map(str::trim)
-        .filter(|h| host_ok(h))
-        .or_else(|| get("host").filter(|h| host_ok(h)))
-        .map(str::to_owned)
-        .unwrap_or_else(|| local.to_string());
-    if let Some(port) = get("x-forwarded-port").and_then(|p| p.parse::<u16>().ok()) {
-        let bare = match host.rfind(':') {
-            Some(i) if !host[i..].contains(']') => host[..i].to_owned(),
-            _ => host.clone(),
+    // host, x-forwarded-proto, -host, -port, -prefix
+    let mut got: [Option<&str>; 5] = [None; 5];
+    for (k, v) in headers {
+        let slot = match k.as_str() {
+            "host" => 0,
+            n => match n.strip_prefix("x-forwarded-") {
+                Some("proto") => 1,
+                Some("host") => 2,
+                Some("port") => 3,
+                Some("prefix") => 4,
+                _ => continue,
+            },
         };
-        host = format!("{bare}:{port}");
+        if got[slot].is_none() {
+            got[slot] = Some(std::str::from_utf8(v.as_bytes()).map(str::trim).unwrap_or(""));
+        }
     }
-    let prefix = get("x-forwarded-prefix")
+    let got = got.map(|v| v.filter(|v| !v.is_empty()));
+    let scheme = if got[1].is_some_and(|p| p.eq_ignore_ascii_case("https")) { "https" } else { "http" };
+    let named = got[2].and_then(|h| h.split(',').next()).map(str::trim).filter(|h| host_ok(h));
+    let local_text;
+    let mut host = match named.or(got[0].filter(|h| host_ok(h))) {
+        Some(h) => h,
+        None => {
+            local_text = local.to_string();
+            &local_text
+        }
+    };
+    let port = got[3].and_then(|p| p.parse::<u16>().ok());
+    if port.is_some() {
+        if let Some(i) = host.rfind(':').filter(|&i| !host[i..].contains(']')) {
+            host = &host[..i];
+        }
+    }
+    let prefix = got[4]
         .map(|p| p.trim_matches('/'))
-        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b)))
-        .map(|p| format!("/{p}"))
-        .unwrap_or_default();
-    format!("{scheme}://{host}{prefix}")
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b)));
+    let mut out =
+        String::with_capacity(scheme.len() + 3 + host.len() + 6 + prefix.map_or(0, |p| p.len() + 1));
+    out.push_str(scheme);
+    out.push_str("://");
+    out.push_str(host);
+    if let Some(port) = port {
+        use std::fmt::Write;
+        let _ = write!(out, ":{port}");
+    }
+    if let Some(p) = prefix {
+        out.push('/');
+        out.push_str(p);
+    }
+    out
 }
 
 impl Req {
@@ -254,5 +281,18 @@ mod tests {
         h.insert("host", "evil\"<>".parse().unwrap());
         h.remove("x-forwarded-port");
         assert_eq!(base_url(&h, local), "https://127.0.0.1:2113/es");
+        // The first of repeated headers counts; the forwarded host wins over Host; a forwarded
+        // port replaces the host's own, brackets of an IPv6 host kept.
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-host", "[::1]:9, other".parse().unwrap());
+        h.append("x-forwarded-host", "second".parse().unwrap());
+        h.insert("host", "h".parse().unwrap());
+        h.insert("x-forwarded-proto", "HTTPS".parse().unwrap());
+        assert_eq!(base_url(&h, local), "https://[::1]:9");
+        h.insert("x-forwarded-port", "7".parse().unwrap());
+        h.insert("x-forwarded-prefix", " ".parse().unwrap());
+        assert_eq!(base_url(&h, local), "https://[::1]:7");
+        h.insert("x-forwarded-host", "[::1]".parse().unwrap());
+        assert_eq!(base_url(&h, local), "https://[::1]:7");
     }
 }

@@ -5,6 +5,8 @@
 //! `/streams/{s}/metadata` before `/streams/{s}/{event}`); the first route of the list whose
 //! method matches is taken.
 
+use std::borrow::Cow;
+
 use http::Method;
 
 use super::media::{self, Media};
@@ -225,7 +227,7 @@ fn dir_of(word: &str) -> Option<Dir> {
 
 fn stream_routes(s: &str, rest: &[&str], out: &mut Vec<(Method, Route)>) {
     let o = |x: &str| Some(x.to_owned());
-    let meta = format!("$${s}");
+    let meta = || format!("$${s}");
     if s == "$all" {
         match rest {
             [] => out.push((Method::GET, Route::All { from: None, dir: Dir::Backward, count: None })),
@@ -262,13 +264,12 @@ fn stream_routes(s: &str, rest: &[&str], out: &mut Vec<(Method, Route)>) {
                 out.push((m, Route::Redirect(format!("/streams/{}/metadata", super::text::escape(s)))));
             }
         }
-        ["metadata", e] => out.push((Method::GET, Route::Event { stream: meta, event: (*e).into() })),
-        ["metadata", e, c] => {
-            out.push((Method::GET, Route::Feed { stream: meta, from: o(e), dir: Dir::Backward, count: o(c) }))
-        }
+        ["metadata", e] => out.push((Method::GET, Route::Event { stream: meta(), event: (*e).into() })),
+        ["metadata", e, c] => out
+            .push((Method::GET, Route::Feed { stream: meta(), from: o(e), dir: Dir::Backward, count: o(c) })),
         ["metadata", e, d, c] if dir_of(d).is_some() => out.push((
             Method::GET,
-            Route::Feed { stream: meta, from: o(e), dir: dir_of(d).unwrap_or(Dir::Backward), count: o(c) },
+            Route::Feed { stream: meta(), from: o(e), dir: dir_of(d).unwrap_or(Dir::Backward), count: o(c) },
         )),
         [e] => out.push((Method::GET, Route::Event { stream: s.into(), event: (*e).into() })),
         ["incoming", id] => out.push((Method::POST, Route::Incoming(s.into(), (*id).into()))),
@@ -343,11 +344,38 @@ pub fn routes(segs: &[String]) -> Vec<(Method, Route)> {
 }
 
 /// `Access-Control-Allow-Methods` for a URL: its routes' methods without repeats, then `OPTIONS`
-/// (empty when nothing is routed).
-pub fn allow_header(routes: &[(Method, Route)]) -> String {
-    if routes.is_empty() {
-        return String::new();
+/// (empty when nothing is routed). Every request needs it, so the method lists the routes
+/// produce come as static strings; any other list is joined.
+pub fn allow_header(routes: &[(Method, Route)]) -> Cow<'static, str> {
+    let mut few = [""; 4];
+    let mut n = 0;
+    for (m, _) in routes {
+        let m = m.as_str();
+        if few[..n].contains(&m) {
+            continue;
+        }
+        if n == few.len() {
+            return Cow::Owned(joined_methods(routes));
+        }
+        few[n] = m;
+        n += 1;
     }
+    Cow::Borrowed(match &few[..n] {
+        [] => "",
+        ["GET"] => "GET, OPTIONS",
+        ["POST"] => "POST, OPTIONS",
+        ["DELETE"] => "DELETE, OPTIONS",
+        ["GET", "POST"] => "GET, POST, OPTIONS",
+        ["POST", "PUT"] => "POST, PUT, OPTIONS",
+        ["GET", "DELETE"] => "GET, DELETE, OPTIONS",
+        ["GET", "PUT", "DELETE"] => "GET, PUT, DELETE, OPTIONS",
+        ["GET", "POST", "DELETE"] => "GET, POST, DELETE, OPTIONS",
+        _ => return Cow::Owned(joined_methods(routes)),
+    })
+}
+
+/// The routes' methods without repeats, then `OPTIONS`, comma-separated.
+fn joined_methods(routes: &[(Method, Route)]) -> String {
     let mut methods: Vec<&str> = Vec::new();
     for (m, _) in routes {
         if !methods.contains(&m.as_str()) {
@@ -392,6 +420,33 @@ mod tests {
         assert_eq!(first("/nope", Method::GET), None);
         assert_eq!(allow_header(&routes(&segments("/streams/s").unwrap())), "GET, POST, DELETE, OPTIONS");
         assert_eq!(allow_header(&[]), "");
+        // The static lists agree with joining the routes' methods, for every routed URL shape.
+        for path in [
+            "/ping",
+            "/users",
+            "/users/x",
+            "/users/$current",
+            "/users/x/command/enable",
+            "/admin/scavenge/current",
+            "/admin/scavenge/x",
+            "/streams/s",
+            "/streams/s/",
+            "/streams/s/metadata",
+            "/streams/s/metadata/",
+            "/streams/s/1",
+            "/streams/s/incoming/x",
+            "/streams/$all",
+            "/admin/shutdown",
+        ] {
+            let r = routes(&segments(path).unwrap());
+            assert!(matches!(allow_header(&r), Cow::Borrowed(_)), "{path}");
+            assert_eq!(allow_header(&r), joined_methods(&r), "{path}");
+        }
+        let many: Vec<(Method, Route)> =
+            [Method::GET, Method::PUT, Method::POST, Method::DELETE, Method::PATCH]
+                .map(|m| (m, Route::Ping))
+                .into();
+        assert_eq!(allow_header(&many), "GET, PUT, POST, DELETE, PATCH, OPTIONS");
         assert!(segments("/streams/%FF").is_none());
         assert!(!name_ok("..") && !name_ok("a/b") && !name_ok("a\u{1}") && name_ok("$all"));
     }

@@ -107,8 +107,14 @@ pub fn iso8601_offset(us: i64) -> String {
 
 /// Escapes a stream id for a URL path segment (`Uri.EscapeDataString`: all but unreserved).
 pub fn escape(s: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(s.len() + 8);
+    escape_into(&mut out, s);
+    out
+}
+
+/// [`escape`], appended to `out`.
+pub fn escape_into(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
@@ -118,7 +124,6 @@ pub fn escape(s: &str) -> String {
             out.push(HEX[(b & 15) as usize] as char);
         }
     }
-    out
 }
 
 /// Percent-decodes a path segment or query component (`+` is kept). `None` when the result is
