@@ -461,80 +461,6 @@ fn entry_out<'a>(
     out
 }
 
-/// Length of the leading run of `b` that needs no escaping: no `"`, `\\` or control character
-/// (below 0x20), and with `ascii_only` nothing above 0x7f either.
-fn clean_run(b: &[u8], ascii_only: bool) -> usize {
-    let mut at = 0;
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        // The lanes of `x` that stop a clean run, as set sign bits: `"`, `\\`, unsigned x <= 0x1f
-        // and, with `ascii_only`, a set high bit. SSE2 is part of x86_64.
-        let stops = |x: __m128i| {
-            // SAFETY: SSE2 is enabled on every x86_64 target; these only compute on registers.
-            unsafe {
-                let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
-                let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
-                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
-                let hit = _mm_or_si128(_mm_or_si128(quote, backslash), control);
-                if ascii_only {
-                    _mm_or_si128(hit, x)
-                } else {
-                    hit
-                }
-            }
-        };
-        // Long clean runs (event bodies) go 64 bytes per step with one test per step; the step
-        // that holds a stop is rescanned 16 bytes at a time.
-        while let Some(block) = b.get(at..at + 64) {
-            // SAFETY: `block` is 64 readable bytes; unaligned loads have no alignment requirement.
-            let any = unsafe {
-                let p: *const __m128i = block.as_ptr().cast();
-                let v = _mm_or_si128(
-                    _mm_or_si128(stops(_mm_loadu_si128(p)), stops(_mm_loadu_si128(p.add(1)))),
-                    _mm_or_si128(stops(_mm_loadu_si128(p.add(2))), stops(_mm_loadu_si128(p.add(3)))),
-                );
-                _mm_movemask_epi8(v)
-            };
-            if any != 0 {
-                break;
-            }
-            at += 64;
-        }
-        while let Some(block) = b.get(at..at + 16) {
-            // SAFETY: `block` is 16 readable bytes; unaligned loads have no alignment requirement.
-            let hits = unsafe { _mm_movemask_epi8(stops(_mm_loadu_si128(block.as_ptr().cast()))) } as u32;
-            if hits != 0 {
-                return at + hits.trailing_zeros() as usize;
-            }
-            at += 16;
-        }
-    }
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let high = if ascii_only { HIGH } else { 0 };
-    while let Some(word) = b.get(at..at + 8) {
-        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
-        // Exact as a test (no false positives): SWAR zero-byte and less-than tests.
-        let hits = zero(w ^ (ONES * b'"' as u64))
-            | zero(w ^ (ONES * b'\\' as u64))
-            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
-            | (w & high);
-        if hits != 0 {
-            break;
-        }
-        at += 8;
-    }
-    while let Some(&c) = b.get(at) {
-        if c == b'"' || c == b'\\' || c < 0x20 || (ascii_only && c >= 0x80) {
-            break;
-        }
-        at += 1;
-    }
-    at
-}
-
 /// Appends the decimal form of `v`.
 fn push_int(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 20];
@@ -677,7 +603,7 @@ impl Pretty {
         let mut start = 0;
         let mut at = 0;
         while at < b.len() {
-            at += clean_run(&b[at..], ascii_only);
+            at += super::text::json_clean_run(&b[at..], ascii_only);
             let Some(&c) = b.get(at) else { break };
             if ascii_only && c >= 0x80 {
                 return false;

@@ -21,6 +21,7 @@
 
 pub mod admin;
 pub mod authn;
+pub mod batch;
 pub mod errors;
 pub mod feed;
 pub mod media;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::StatusCode;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::errors::{self, WriteKind};
@@ -67,12 +66,13 @@ fn payload_of_string(s: String) -> Payload {
 
 /// Data or metadata given as a raw JSON value of a batch: objects and arrays are kept as they
 /// were sent (a slice of the request body, not a copy), strings are unquoted.
-fn payload_raw(r: Option<&RawValue>, body: &Bytes) -> Payload {
-    let Some(r) = r else { return Payload::Empty };
-    let t = r.get().trim();
-    match t.as_bytes().first() {
-        Some(b'{' | b'[') => Payload::Json(slice_of(body, t.as_bytes())),
-        Some(b'"') => serde_json::from_str::<String>(t).map(payload_of_string).unwrap_or(Payload::Empty),
+fn payload_raw(r: Option<&[u8]>, body: &Bytes) -> Payload {
+    let Some(t) = r else { return Payload::Empty };
+    match t.first() {
+        Some(b'{' | b'[') => Payload::Json(slice_of(body, t)),
+        Some(b'"') => {
+            super::batch::string_of(t).map(|s| payload_of_string(s.into_owned())).unwrap_or(Payload::Empty)
+        }
         _ => Payload::Empty,
     }
 }
@@ -128,71 +128,6 @@ fn build(
     Ok(NewEvent { id: *id.as_bytes(), event_type, data, metadata, is_json })
 }
 
-/// A key of a batch item, borrowed from the body unless it had escapes.
-struct Key<'de>(std::borrow::Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// One item of a JSON batch: the raw values of the keys v5 reads (matched case-insensitively;
-/// the last of repeated keys wins), borrowed from the body; other keys are checked as JSON and
-/// ignored.
-#[derive(Default)]
-struct Item<'a> {
-    id: Option<&'a RawValue>,
-    event_type: Option<&'a RawValue>,
-    data: Option<&'a RawValue>,
-    metadata: Option<&'a RawValue>,
-}
-
-impl<'de> serde::Deserialize<'de> for Item<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Item<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an event object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Item<'de>, A::Error> {
-                let mut item = Item::default();
-                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-                    let v: &'de RawValue = map.next_value()?;
-                    let slot = if k.eq_ignore_ascii_case("eventId") {
-                        &mut item.id
-                    } else if k.eq_ignore_ascii_case("eventType") {
-                        &mut item.event_type
-                    } else if k.eq_ignore_ascii_case("data") {
-                        &mut item.data
-                    } else if k.eq_ignore_ascii_case("metadata") {
-                        &mut item.metadata
-                    } else {
-                        continue;
-                    };
-                    *slot = Some(v);
-                }
-                Ok(item)
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// Parses a JSON batch (keys match case-insensitively).
 pub fn json_batch(body: &[u8]) -> Result<Vec<NewEvent>, Reply> {
     json_batch_bytes(&Bytes::copy_from_slice(body))
@@ -201,20 +136,17 @@ pub fn json_batch(body: &[u8]) -> Result<Vec<NewEvent>, Reply> {
 /// Parses a JSON batch held in `body`; event bodies sent as JSON objects or arrays are slices of
 /// `body`, not copies.
 pub fn json_batch_bytes(body: &Bytes) -> Result<Vec<NewEvent>, Reply> {
-    let items: Vec<Item<'_>> = serde_json::from_slice(body).map_err(|_| Reply::bad_request(INVALID_BODY))?;
-    if items.is_empty() {
-        return Err(Reply::bad_request(INVALID_BODY));
-    }
+    let items = super::batch::items(body).ok_or_else(|| Reply::bad_request(INVALID_BODY))?;
     items
         .iter()
         .map(|item| {
-            let id = match item.id.map(|r| serde_json::from_str::<Option<std::borrow::Cow<'_, str>>>(r.get()))
-            {
-                None | Some(Ok(None)) => None,
-                Some(Ok(Some(s))) => Some(s),
-                Some(Err(_)) => return Err(Reply::bad_request(INVALID_BODY)),
+            let id = match item.id {
+                None | Some(b"null") => None,
+                Some(raw) => {
+                    Some(super::batch::string_of(raw).ok_or_else(|| Reply::bad_request(INVALID_BODY))?)
+                }
             };
-            let event_type = item.event_type.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+            let event_type = item.event_type.and_then(super::batch::string_of).map(String::from);
             build(id.as_deref(), event_type, payload_raw(item.data, body), payload_raw(item.metadata, body))
         })
         .collect()
