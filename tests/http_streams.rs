@@ -6,6 +6,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::{new_id, start, ADMIN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ATOM: (&str, &str) = ("accept", "application/vnd.eventstore.atom+json");
 const EVENTS_JSON: &str = "application/vnd.eventstore.events+json";
@@ -564,4 +565,47 @@ async fn xml_bodies_append() {
     assert_eq!(page["entries"][0]["isJson"], false);
     let r = s.post("/streams/xml", "application/vnd.eventstore.events+xml", &[], b"<Events><Event>").await;
     assert_eq!(r.status, 400);
+}
+
+/// A body that arrives after its headers, in pieces (fixed length and chunked), is read whole:
+/// the request waits for it rather than answering from what came first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_sent_in_pieces_after_the_headers_are_read_whole() {
+    let s = start().await;
+    let env = annal::env::real::env();
+    let body = serde_json::to_vec(
+        &json!([{"eventId": new_id(), "eventType": "late", "data": {"a": "x".repeat(3000)}}]),
+    )
+    .unwrap();
+    let (first, rest) = body.split_at(1000);
+    let chunked =
+        |b: &[u8]| [format!("{:x}\r\n", b.len()).into_bytes(), b.to_vec(), b"\r\n".to_vec()].concat();
+    for (stream, head, pieces) in [
+        ("late-length", format!("content-length: {}\r\n", body.len()), vec![first.to_vec(), rest.to_vec()]),
+        (
+            "late-chunked",
+            "transfer-encoding: chunked\r\n".to_owned(),
+            vec![chunked(first), [chunked(rest), b"0\r\n\r\n".to_vec()].concat()],
+        ),
+    ] {
+        let mut c = env.net.connect(s.client.addr).await.unwrap();
+        let head = format!(
+            "POST /streams/{stream} HTTP/1.1\r\nhost: h\r\nconnection: close\r\ncontent-type: {EVENTS_JSON}\r\n{head}\r\n"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        for p in pieces {
+            env.rt.sleep(std::time::Duration::from_millis(150)).await;
+            c.write_all(&p).await.unwrap();
+        }
+        let mut out = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(20), c.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        let r = support::parse(&out);
+        assert_eq!(r.status, 201, "{stream}: {r:?}");
+        let e = s.get(&format!("/streams/{stream}/0"), &[("accept", "application/json")]).await;
+        assert_eq!(e.status, 200, "{stream}");
+        assert_eq!(e.json()["a"].as_str().map(str::len), Some(3000), "{stream}");
+    }
 }

@@ -207,13 +207,12 @@ impl Auth {
         let Some((base, op)) = acl::governing(stream, op) else {
             return Some(Access { allowed: false, public: false });
         };
-        let meta = self.store.stream_state_cached(base)?.meta;
-        let last = self.store.stream_state_cached("$settings")?.last;
+        let last = self.store.with_cached_state("$settings", |s| s.last)?;
         let settings = match lock(&self.settings).as_ref() {
             Some((n, s)) if *n == last => s.clone(),
             _ => return None,
         };
-        Some(acl::decide(principal, base, op, &meta, &settings))
+        self.store.with_cached_state(base, |s| acl::decide(principal, base, op, &s.meta, &settings))
     }
 
     /// New password material: `(salt, hash, iterations)`.

@@ -208,15 +208,24 @@ impl Req {
             return Err(too_large());
         }
         let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
-        let collect = Limited::new(body, limit).collect();
-        tokio::select! {
-            biased;
-            r = collect => match r {
-                Ok(c) => Ok(c.to_bytes()),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-                Err(_) => Err(Reply::bad_request("Could not read the request body")),
+        let mut collect = std::pin::pin!(Limited::new(body, limit).collect());
+        // A body that came with the headers (the usual case) needs no timer.
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))
+        })
+        .await;
+        let r = match first {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => tokio::select! {
+                biased;
+                r = collect => r,
+                _ = env.rt.sleep(BODY_TIMEOUT) => return Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time")),
             },
-            _ = env.rt.sleep(BODY_TIMEOUT) => Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time")),
+        };
+        match r {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(_) => Err(Reply::bad_request("Could not read the request body")),
         }
     }
 }

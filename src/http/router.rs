@@ -214,7 +214,11 @@ pub fn name_ok(name: &str) -> bool {
 
 /// Splits and percent-decodes a path; `None` when a segment is not UTF-8 once decoded.
 pub fn segments(path: &str) -> Option<Vec<String>> {
-    path.strip_prefix('/').unwrap_or(path).split('/').map(|s| super::text::unescape(s, false)).collect()
+    path.strip_prefix('/')
+        .unwrap_or(path)
+        .split('/')
+        .map(|s| if s.contains('%') { super::text::unescape(s, false) } else { Some(s.to_owned()) })
+        .collect()
 }
 
 fn dir_of(word: &str) -> Option<Dir> {

@@ -400,7 +400,10 @@ impl<K: std::hash::Hash + Eq + Clone, V> Fifo<K, V> {
     fn new(cap: usize) -> Self {
         Fifo { map: HashMap::new(), order: VecDeque::new(), cap: cap.max(1) }
     }
-    fn get(&self, k: &K) -> Option<&V> {
+    fn get<Q: std::hash::Hash + Eq + ?Sized>(&self, k: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+    {
         self.map.get(k)
     }
     fn insert(&mut self, k: K, v: V) {
@@ -1146,19 +1149,19 @@ impl Store {
     // ----------------------------------------------------------------------------------------
     // Stream state
 
-    /// The committed state of a stream if the cache holds it (never reads the disk).
-    pub fn stream_state_cached(&self, name: &str) -> Option<StreamState> {
+    /// `f` of the committed state of a stream, if cached (no storage read, no copy of the state).
+    pub fn with_cached_state<R>(&self, name: &str, f: impl FnOnce(&StreamState) -> R) -> Option<R> {
         let cache = lock(&self.streams);
-        let s = cache.1.get(&name.to_owned())?.clone();
+        let r = f(cache.1.get(name)?);
         self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-        Some(s)
+        Some(r)
     }
 
     /// The committed state of a stream (cached).
     pub fn stream_state(&self, name: &str) -> Result<StreamState, StorageError> {
         let generation = {
             let cache = lock(&self.streams);
-            if let Some(s) = cache.1.get(&name.to_owned()) {
+            if let Some(s) = cache.1.get(name) {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(s.clone());
             }

@@ -258,6 +258,27 @@ pub fn load_avg() -> String {
         .unwrap_or_default()
 }
 
+/// Flushes the page cache's dirty data (`sync`) and waits, at most `limit`, until the kernel
+/// reports under 4 MiB dirty or under writeback, so that what one system left to write out
+/// does not slow the disk of the next. Returns the seconds waited.
+pub fn settle_disk(limit: std::time::Duration) -> f64 {
+    let t = std::time::Instant::now();
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    let pending_kib = || -> u64 {
+        std::fs::read_to_string("/proc/meminfo")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
+            .filter_map(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            .sum()
+    };
+    while pending_kib() > 4096 && t.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    t.elapsed().as_secs_f64()
+}
+
 /// The payload of every benchmark event: a JSON object of exactly `size` bytes.
 pub fn payload(size: usize) -> bytes::Bytes {
     let mut d = b"{\"pad\":\"".to_vec();

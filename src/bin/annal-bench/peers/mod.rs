@@ -3,8 +3,10 @@
 //!
 //! Each system is installed if missing (`install.sh`: Debian packages, `cargo install`), started on
 //! 127.0.0.1 with durable settings in a fresh directory under `target/bench-peers/`, measured,
-//! and stopped before the next one starts, so no two servers compete for the 2 cores. A system
-//! that cannot be installed or started gets a row saying so; the run goes on.
+//! and stopped before the next one starts, so no two servers compete for the 2 cores; before each
+//! start the page cache's dirty data is written out ([`crate::gen::settle_disk`]), so no system's
+//! fsyncs queue behind the writeback of the one before. A system that cannot be installed or
+//! started gets a row saying so; the run goes on.
 //!
 //! Workloads (1 KiB JSON events, each after a warm-up, for a fixed window):
 //! 1. single-event appends at 1/16/64 connections, each connection to its own stream, with
@@ -222,6 +224,12 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
     let dir = root.join(info.name);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::create_dir_all(&dir);
+    // Each system starts on a quiet disk: the previous one's (or the build's) dirty pages are
+    // written out first, not during this system's measurements.
+    let waited = gen::settle_disk(Duration::from_secs(30));
+    if waited > 1.0 {
+        eprintln!("   (waited {waited:.1} s for the disk to settle)");
+    }
     let started = match install(info.name, smoke) {
         Err(e) => Err(format!("not installed: {e}")),
         Ok(()) => rt.block_on(start(info.name, &dir)).map_err(|e| format!("did not start: {e}")),
@@ -491,7 +499,7 @@ pub fn markdown(
         if plan.smoke { " --smoke" } else { "" }
     ));
     s.push_str(&format!(
-        "1 KiB JSON events; {:.1} s warm-up + {:.1} s window per workload; one system at a time on 127.0.0.1; the same generator (Rust, tokio, one task per connection) for all.{}\n\n",
+        "1 KiB JSON events; {:.1} s warm-up + {:.1} s window per workload; one system at a time on 127.0.0.1, each started after the disk has settled (sync, no dirty pages left); the same generator (Rust, tokio, one task per connection) for all.{}\n\n",
         plan.warmup.as_secs_f64(),
         plan.window.as_secs_f64(),
         if plan.rounds > 1 {
