@@ -9,6 +9,8 @@
 //!   connections, one task per connection): single-event appends at 1/16/64 connections, batches
 //!   of 100, reads of 20-event feed pages. Without `--url` it starts a node in-process on an
 //!   ephemeral loopback port with a fresh data directory under `target/bench-data`.
+//! - `annal-bench instructions [--appends N]` counts the user-space instructions the node executes
+//!   per single-event HTTP append, under valgrind's callgrind (repeatable, unlike times).
 //! - `annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only a,b]` (needs the `peers`
 //!   feature) runs the same workloads against Annal and the peers a user would pick instead
 //!   (PostgreSQL, Redis Streams, NATS JetStream, SierraDB, UmaDB), each installed and started on
@@ -20,6 +22,7 @@
 mod disk;
 mod gen;
 mod http;
+mod instructions;
 #[cfg(feature = "peers")]
 mod peers;
 mod scavenge;
@@ -46,12 +49,15 @@ pub struct Args {
     pub port: u16,
     /// `peers`: rounds over all systems, interleaved; each row reports the median round.
     pub rounds: usize,
+    /// `instructions`: appends to count.
+    pub appends: u64,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
        annal-bench scavenge [--gib G] [--dir PATH]
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
+       annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,sierradb,umadb]
                    (peers needs: cargo run --release --features peers --bin annal-bench -- peers)";
 
@@ -68,6 +74,7 @@ fn parse() -> Result<Args, String> {
         only: None,
         port: 2113,
         rounds: 1,
+        appends: 6400,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -89,6 +96,9 @@ fn parse() -> Result<Args, String> {
                     .and_then(|v| v.parse().ok())
                     .filter(|&n| n >= 1)
                     .ok_or("--rounds needs a number of at least 1")?
+            }
+            "--appends" => {
+                a.appends = it.next().and_then(|v| v.parse().ok()).ok_or("--appends needs a number")?
             }
             "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
             "--only" => {
@@ -128,11 +138,12 @@ fn main() {
         "disk" => disk::disk(&args),
         "scavenge" => scavenge::scavenge(&args),
         "http" => http::http_mode(&args),
+        "instructions" => instructions::instructions(&args),
         "peers" => peers_mode(&args),
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, instructions, peers, disk)");
             std::process::exit(2);
         }
     }
