@@ -243,11 +243,11 @@ impl Api {
         };
         let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
         let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);
-        let env = self.node.env.clone();
+        let deadline = self.node.env.rt.sleep(limit);
         let reply = tokio::select! {
             biased;
             r = self.dispatch(route, &mut req) => r,
-            _ = env.rt.sleep(limit) => Reply::status(StatusCode::REQUEST_TIMEOUT, "Server was unable to handle request in time"),
+            _ = deadline => Reply::status(StatusCode::REQUEST_TIMEOUT, "Server was unable to handle request in time"),
         };
         reply.into_response(&allow)
     }

@@ -96,6 +96,8 @@ impl Reply {
     pub fn into_response(self, allow: &str) -> http::Response<Full<Bytes>> {
         let mut resp = http::Response::new(Full::new(self.body));
         *resp.status_mut() = self.status;
+        // Room for the extra headers and the six every reply carries, without regrowing.
+        *resp.headers_mut() = http::HeaderMap::with_capacity(self.headers.len() + 6);
         let h = resp.headers_mut();
         for (k, v) in self.headers {
             h.append(k, v);
