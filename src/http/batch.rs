@@ -1,15 +1,17 @@
-//! Event batches in JSON (`application/vnd.eventstore.events+json`, and `json` bodies of one
-//! event): one pass over the body that validates it as JSON and picks each event's `eventId`,
-//! `eventType`, `data` and `metadata` as slices of it, without building values.
+//! Event batches in JSON (`application/vnd.eventstore.events+json`, and the `event+json` and
+//! `atom+json` bodies v5 reads the same way): one pass over the body that validates it as JSON
+//! and picks each event's `eventId`, `eventType`, `data` and `metadata` as slices of it, without
+//! building values.
 //!
 //! What it accepts is what `serde_json::from_slice` accepts for the same shape (an array of
 //! objects; the test module checks the two against each other on generated and mutated bodies):
-//! UTF-8 text (checked inside strings as they are scanned: elsewhere only ASCII is valid JSON); JSON whitespace only; no trailing commas or trailing text; numbers by the JSON
-//! grammar (no leading zeros); strings without raw control characters, escapes among `"\/bfnrt`
-//! and `\uXXXX` (a lone surrogate is accepted in values, as serde_json accepts it when it skips a
-//! value; keys and the picked strings are decoded, and are refused there). Nesting inside a
-//! value has no depth limit: it is tracked on a heap stack bounded by the body length, so no
-//! input can exhaust the thread's stack.
+//! UTF-8 text (checked inside strings as they are scanned: elsewhere only ASCII is valid JSON);
+//! JSON whitespace only; no trailing commas or trailing text; numbers by the JSON grammar (no
+//! leading zeros); strings without raw control characters, escapes among `"\/bfnrt` and `\uXXXX`
+//! (a lone surrogate is accepted in values, as serde_json accepts it when it skips a value; keys
+//! and the picked strings are decoded, and are refused there). Nesting inside a value has no
+//! depth limit: it is tracked on a heap stack bounded by the body length, so no input can
+//! exhaust the thread's stack.
 //!
 //! Keys match case-insensitively after unescaping; the last of repeated keys wins.
 

@@ -219,7 +219,9 @@ impl Req {
             std::task::Poll::Pending => tokio::select! {
                 biased;
                 r = collect => r,
-                _ = env.rt.sleep(BODY_TIMEOUT) => return Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time")),
+                _ = env.rt.sleep(BODY_TIMEOUT) => {
+                    return Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"))
+                }
             },
         };
         match r {
