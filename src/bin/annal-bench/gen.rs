@@ -38,6 +38,9 @@ pub struct Measured {
     pub first_error: Option<String>,
     /// Server CPU seconds spent in the window (when a probe was given).
     pub server_cpu_secs: Option<f64>,
+    /// CPU seconds of this process (the load generator) in the window: it shares the machine's
+    /// cores with the server, so a heavier client leaves the server less.
+    pub gen_cpu_secs: Option<f64>,
 }
 
 impl Measured {
@@ -54,6 +57,11 @@ impl Measured {
         } else {
             0.0
         }
+    }
+    /// Generator CPU seconds per million events.
+    pub fn gen_cpu_per_million(&self) -> Option<f64> {
+        let c = self.gen_cpu_secs?;
+        (self.events > 0).then(|| c * 1e6 / self.events as f64)
     }
     /// Server CPU seconds per million events.
     pub fn cpu_per_million(&self) -> Option<f64> {
@@ -126,15 +134,18 @@ pub async fn closed_loop_cpu(
     }
     tokio::time::sleep(warmup).await;
     let cpu0 = cpu.map(|f| f());
+    let gen0 = own_cpu_secs();
     phase.store(MEASURE, Ordering::Relaxed);
     let start = Instant::now();
     tokio::time::sleep(window).await;
     phase.store(STOP, Ordering::Relaxed);
     let secs = start.elapsed().as_secs_f64();
     let cpu1 = cpu.map(|f| f());
+    let gen1 = own_cpu_secs();
     let mut m = Measured {
         secs,
         server_cpu_secs: cpu0.zip(cpu1).map(|(a, b)| (b - a).max(0.0)),
+        gen_cpu_secs: gen0.zip(gen1).map(|(a, b)| (b - a).max(0.0)),
         ..Measured::default()
     };
     // Connections stay open until every task has ended (servers with a process per connection
@@ -182,6 +193,11 @@ pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Some((utime + stime + cutime + cstime) as f64 / tick)
+}
+
+/// CPU seconds (user + system) of this process so far.
+pub fn own_cpu_secs() -> Option<f64> {
+    proc_cpu_secs(std::process::id())
 }
 
 /// Sum of [`proc_cpu_secs`] over `pids` (a server of several processes, like PostgreSQL).

@@ -20,7 +20,8 @@
 //!    a subscriber measures append start → delivery.
 //!
 //! Figures: events/s, latency p50/p99 per request, server CPU seconds per million events (from
-//! `/proc/<pid>/stat` of the server and its children), server peak RSS (`VmHWM`; PostgreSQL: the
+//! `/proc/<pid>/stat` of the server and its children), the generator's own CPU seconds per
+//! million events (its driver shares the 2 cores with the server), server peak RSS (`VmHWM`; PostgreSQL: the
 //! largest summed proportional set size of its processes seen after a workload).
 
 pub mod annal;
@@ -436,6 +437,7 @@ async fn subscription(d: &dyn Driver, plan: &Plan, stream_prefix: &str) -> Resul
     let window_start = Instant::now() + plan.warmup;
     let deadline = Instant::now() + total + Duration::from_secs(5);
     let cpu0 = d.cpu_secs();
+    let gen0 = gen::own_cpu_secs();
     loop {
         let finished = writer_task.is_finished();
         let sent_n = sent.lock().unwrap_or_else(|e| e.into_inner()).len();
@@ -473,6 +475,7 @@ async fn subscription(d: &dyn Driver, plan: &Plan, stream_prefix: &str) -> Resul
         errors: missing,
         first_error: (missing > 0).then(|| format!("{missing} of {n} events not delivered within 5 s")),
         server_cpu_secs: Some(cpu1 - cpu0),
+        gen_cpu_secs: gen0.zip(gen::own_cpu_secs()).map(|(a, b)| (b - a).max(0.0)),
     })
 }
 
@@ -519,7 +522,7 @@ pub fn markdown(
             o.peak_rss.map(|r| format!("{:.0}", r as f64 / 1048576.0)).unwrap_or_else(|| "-".into())
         ));
     }
-    s.push_str("\n| workload | system | events/s | p50 ms | p99 ms | server CPU s / M events | Annal ratio |\n|---|---|---:|---:|---:|---:|---:|\n");
+    s.push_str("\n| workload | system | events/s | p50 ms | p99 ms | server CPU s / M events | generator CPU s / M events | Annal ratio |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     let annal = outcomes.iter().find(|o| o.info.name == "annal");
     for (wi, w) in WORKLOADS.iter().enumerate() {
         let a = annal.and_then(|o| o.rows.get(wi)).and_then(|r| r.m.as_ref());
@@ -533,7 +536,7 @@ pub fn markdown(
             let line = match r.and_then(|r| r.m.as_ref()) {
                 None => {
                     let why = r.map(|r| r.note.clone()).unwrap_or_else(|| o.status.clone());
-                    format!("| {w} | {name} | {why} | | | | |\n")
+                    format!("| {w} | {name} | {why} | | | | | |\n")
                 }
                 Some(m) => {
                     let ratio = match a {
@@ -542,11 +545,12 @@ pub fn markdown(
                     };
                     let errs = if m.errors > 0 { format!(" ({} errors)", m.errors) } else { String::new() };
                     format!(
-                        "| {w} | {name} | {}{errs} | {:.2} | {:.2} | {} | {ratio} |\n",
+                        "| {w} | {name} | {}{errs} | {:.2} | {:.2} | {} | {} | {ratio} |\n",
                         fmt_rate(m.rate()),
                         m.pct_ms(0.5),
                         m.pct_ms(0.99),
                         m.cpu_per_million().map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
+                        m.gen_cpu_per_million().map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
                     )
                 }
             };
@@ -656,6 +660,8 @@ fn to_json(
                     "max_ms": m.pct_ms(1.0),
                     "server_cpu_s": m.server_cpu_secs,
                     "server_cpu_s_per_million_events": m.cpu_per_million(),
+                    "generator_cpu_s": m.gen_cpu_secs,
+                    "generator_cpu_s_per_million_events": m.gen_cpu_per_million(),
                     "errors": m.errors,
                     "first_error": m.first_error,
                 }),
