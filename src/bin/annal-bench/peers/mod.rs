@@ -126,6 +126,9 @@ pub struct Row {
     pub workload: String,
     pub m: Option<Measured>,
     pub note: String,
+    /// With several rounds: the lowest and highest Annal ratio of a round (Annal and this peer
+    /// measured in the same round), so a reader sees how far one host's noise moves the median.
+    pub ratio_range: Option<(f64, f64)>,
 }
 
 /// One system's results.
@@ -253,7 +256,35 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
 /// events/s (workload 6: the median p50 latency); the status is the last round's, the peak RSS
 /// the largest of any round.
 fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
+    // The spread of each peer's per-round ratio, before the rounds collapse to medians.
+    fn measured(o: &Outcome, wi: usize) -> Option<&Measured> {
+        o.rows.get(wi).and_then(|r| r.m.as_ref())
+    }
+    let mut ranges: Vec<Vec<Option<(f64, f64)>>> = Vec::new();
+    for (k, _) in by_round.first().into_iter().flatten().enumerate() {
+        let per_workload = (0..WORKLOADS.len())
+            .map(|wi| {
+                let ratios: Vec<f64> = by_round
+                    .iter()
+                    .filter_map(|round| {
+                        let annal = round.iter().find(|o| o.info.name == "annal")?;
+                        let peer = round.get(k).filter(|o| o.info.name != "annal")?;
+                        ratio_value(wi, measured(annal, wi)?, measured(peer, wi)?)
+                    })
+                    .collect();
+                let lo = ratios.iter().copied().reduce(f64::min)?;
+                let hi = ratios.iter().copied().reduce(f64::max)?;
+                (ratios.len() > 1).then_some((lo, hi))
+            })
+            .collect();
+        ranges.push(per_workload);
+    }
     let Some(mut last) = by_round.pop() else { return Vec::new() };
+    for (o, range) in last.iter_mut().zip(&ranges) {
+        for (row, r) in o.rows.iter_mut().zip(range) {
+            row.ratio_range = *r;
+        }
+    }
     let n = by_round.len() + 1;
     for (k, o) in last.iter_mut().enumerate() {
         for wi in 0..WORKLOADS.len() {
@@ -341,12 +372,13 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
         let row = match r {
             // Every connection failed at once: the row shows why.
             Ok(m) if m.events == 0 && m.first_error.is_some() => Row {
+                ratio_range: None,
                 workload: workload.into(),
                 m: None,
                 note: format!("failed: {}", m.first_error.unwrap_or_default()),
             },
-            Ok(m) => Row { workload: workload.into(), note: String::new(), m: Some(m) },
-            Err(e) => Row { workload: workload.into(), m: None, note: e },
+            Ok(m) => Row { workload: workload.into(), note: String::new(), m: Some(m), ratio_range: None },
+            Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None },
         };
         match &row.m {
             Some(m) => eprintln!(
@@ -572,6 +604,9 @@ pub fn markdown(
     // The ratio matrix.
     let peers: Vec<&Outcome> = outcomes.iter().filter(|o| o.info.name != "annal").collect();
     if let (Some(annal), false) = (annal, peers.is_empty()) {
+        if peers.iter().any(|p| p.rows.iter().any(|r| r.ratio_range.is_some())) {
+            s.push_str("\nIn brackets: the lowest and highest ratio of one round (Annal and the peer measured in the same round).\n");
+        }
         s.push_str("\n| workload |");
         for p in &peers {
             s.push_str(&format!(" Annal ÷ {} |", p.info.name));
@@ -585,9 +620,12 @@ pub fn markdown(
             s.push_str(&format!("| {w} |"));
             let a = annal.rows.get(wi).and_then(|r| r.m.as_ref());
             for p in &peers {
-                let m = p.rows.get(wi).and_then(|r| r.m.as_ref());
-                let cell = match (a, m) {
-                    (Some(a), Some(m)) => ratio(wi, a, m),
+                let row = p.rows.get(wi);
+                let cell = match (a, row.and_then(|r| r.m.as_ref())) {
+                    (Some(a), Some(m)) => match row.and_then(|r| r.ratio_range) {
+                        Some((lo, hi)) => format!("{} ({lo:.2}–{hi:.2})", ratio(wi, a, m)),
+                        None => ratio(wi, a, m),
+                    },
                     _ => "-".into(),
                 };
                 s.push_str(&format!(" {cell} |"));
@@ -599,19 +637,17 @@ pub fn markdown(
 }
 
 fn ratio(workload: usize, annal: &Measured, peer: &Measured) -> String {
-    let r = if workload == 7 {
+    format!("{:.2}×", ratio_value(workload, annal, peer).unwrap_or(0.0))
+}
+
+/// Annal's events/s ÷ the peer's (workload 6: the peer's p50 ÷ Annal's); `None` when undefined.
+fn ratio_value(workload: usize, annal: &Measured, peer: &Measured) -> Option<f64> {
+    if workload == 7 {
         let (a, p) = (annal.pct_ms(0.5), peer.pct_ms(0.5));
-        if a > 0.0 {
-            p / a
-        } else {
-            0.0
-        }
-    } else if peer.rate() > 0.0 {
-        annal.rate() / peer.rate()
+        (a > 0.0).then(|| p / a)
     } else {
-        0.0
-    };
-    format!("{r:.2}×")
+        (peer.rate() > 0.0).then(|| annal.rate() / peer.rate())
+    }
 }
 
 fn to_json(
@@ -664,6 +700,7 @@ fn to_json(
                     "generator_cpu_s_per_million_events": m.gen_cpu_per_million(),
                     "errors": m.errors,
                     "first_error": m.first_error,
+                    "annal_ratio_range_over_rounds": r.ratio_range.map(|(lo, hi)| [lo, hi]),
                 }),
                 None => json!({ "workload": r.workload, "not_measured": r.note }),
             }).collect::<Vec<_>>(),
