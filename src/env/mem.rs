@@ -473,6 +473,15 @@ impl Runtime for InlineRuntime {
     fn background(&self, _name: &'static str, f: Box<dyn FnOnce() + Send>) {
         f();
     }
+    fn lane(&self, _name: &'static str) -> Box<dyn super::Lane> {
+        Box::new(InlineRuntime)
+    }
+}
+
+impl super::Lane for InlineRuntime {
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        self.blocking(f)
+    }
 }
 
 #[cfg(test)]

@@ -178,10 +178,23 @@ pub trait Runtime: Send + Sync {
     fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()>;
     /// Runs blocking work without waiting for it. Simulated runtimes run it inline.
     fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>);
+    /// A [`Lane`] for one hot, serial kind of blocking work. Simulated and inline runtimes run its
+    /// jobs as they run [`Runtime::blocking`].
+    fn lane(&self, name: &'static str) -> Box<dyn Lane>;
     /// Process and system figures for `/stats`; simulated runtimes report zeros.
     fn os_stats(&self) -> OsStats {
         OsStats::default()
     }
+}
+
+/// Blocking jobs run one after another, in the order given, on a thread that belongs to the lane.
+/// For work that recurs thousands of times a second (the store's commit leader): unlike the
+/// blocking pool, which wakes whichever idle thread waited longest, the same thread takes every job,
+/// so its caches stay warm and a job costs one wake-up and no task allocation. A job that panics
+/// is logged and the lane goes on with the next.
+pub trait Lane: Send + Sync {
+    /// Queues `f`; the future completes when it has run (dropping the future does not cancel it).
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()>;
 }
 
 /// Process and system figures (`/stats`): zeros where unknown.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{
-    BoxFuture, Clock, Conn, Disk, Env, File, Listener, Net, OpenMode, OsStats, Runtime, DIRECT_BLOCK,
+    BoxFuture, Clock, Conn, Disk, Env, File, Lane, Listener, Net, OpenMode, OsStats, Runtime, DIRECT_BLOCK,
 };
 
 /// Builds the production environment. Must be called inside a tokio runtime.
@@ -391,8 +391,75 @@ impl Runtime for RealRuntime {
         tracing::trace!(name, "background work queued");
         drop(self.handle.spawn_blocking(f));
     }
+    fn lane(&self, name: &'static str) -> Box<dyn Lane> {
+        Box::new(ThreadLane::start(name, self.handle.clone()))
+    }
     fn os_stats(&self) -> OsStats {
         read_os_stats()
+    }
+}
+
+/// A lane's job and where to report its end (a panic's payload, to be resumed by the awaiting task).
+struct LaneJob {
+    f: Box<dyn FnOnce() + Send>,
+    done: tokio::sync::oneshot::Sender<std::thread::Result<()>>,
+}
+
+/// [`Lane`] on a thread of its own, fed through a channel; the thread ends when the lane is
+/// dropped and its queue is empty. If the thread cannot be started, jobs go to the blocking pool.
+struct ThreadLane {
+    name: &'static str,
+    tx: Option<std::sync::mpsc::Sender<LaneJob>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl ThreadLane {
+    fn start(name: &'static str, handle: tokio::runtime::Handle) -> ThreadLane {
+        let (tx, rx) = std::sync::mpsc::channel::<LaneJob>();
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+            for job in rx {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.f));
+                if let Err(p) = &r {
+                    let what = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(lane = name, panic = %what, "a lane job panicked; the lane goes on");
+                }
+                let _ = job.done.send(r);
+            }
+        });
+        let tx = match thread {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::warn!(lane = name, error = %e, "no thread for the lane; its jobs use the blocking pool");
+                None
+            }
+        };
+        ThreadLane { name, tx, handle }
+    }
+}
+
+impl Lane for ThreadLane {
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let f = match &self.tx {
+            Some(tx) => match tx.send(LaneJob { f, done }) {
+                Ok(()) => {
+                    return Box::pin(async move {
+                        if let Ok(Err(p)) = rx.await {
+                            std::panic::resume_unwind(p);
+                        }
+                    })
+                }
+                // The thread is gone (it only ends when the lane drops): the pool runs the job.
+                Err(std::sync::mpsc::SendError(job)) => job.f,
+            },
+            None => f,
+        };
+        tracing::trace!(lane = self.name, "lane job on the blocking pool");
+        RealRuntime { handle: self.handle.clone() }.blocking(f)
     }
 }
 
@@ -472,5 +539,42 @@ pub async fn termination_signal() {
             }
         }
         _ => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lane_runs_its_jobs_in_order_on_one_thread_and_survives_a_panic() {
+        let lane = env().rt.lane("test-lane");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut waits = Vec::new();
+        for i in 0..50 {
+            let seen = seen.clone();
+            waits.push(lane.run(Box::new(move || {
+                let me = std::thread::current();
+                seen.lock().unwrap().push((i, me.id(), me.name().map(str::to_owned)));
+            })));
+        }
+        for w in waits {
+            w.await;
+        }
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
+        assert!(seen.iter().all(|s| s.1 == seen[0].1), "every job on the lane's one thread");
+        assert_eq!(seen[0].2.as_deref(), Some("test-lane"));
+        assert_ne!(seen[0].1, std::thread::current().id());
+
+        // A panic reaches the task that awaits the job, and the lane goes on.
+        let failed = tokio::spawn(lane.run(Box::new(|| panic!("job failed")))).await;
+        assert!(failed.is_err_and(|e| e.is_panic()));
+        let after = Arc::new(Mutex::new(None));
+        let a = after.clone();
+        lane.run(Box::new(move || *a.lock().unwrap() = Some(std::thread::current().id()))).await;
+        assert_eq!(*after.lock().unwrap(), Some(seen[0].1));
     }
 }

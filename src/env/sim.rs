@@ -155,4 +155,13 @@ impl Runtime for SimRuntime {
             f();
         }
     }
+    fn lane(&self, _name: &'static str) -> Box<dyn super::Lane> {
+        Box::new(SimRuntime { io_delay: self.io_delay.clone() })
+    }
+}
+
+impl super::Lane for SimRuntime {
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        self.blocking(f)
+    }
 }

@@ -420,7 +420,7 @@ impl<K: std::hash::Hash + Eq + Clone, V> Fifo<K, V> {
 
 /// The store.
 pub struct Store {
-    /// This store, for the leaders [`Store::write_async`] starts on the blocking pool.
+    /// This store, for the leaders [`Store::write_async`] starts on the writer's lane.
     me: std::sync::Weak<Store>,
     env: Env,
     cfg: StoreConfig,
@@ -428,6 +428,8 @@ pub struct Store {
     index: Arc<Index>,
     writer: Mutex<LogWriter>,
     queue: Mutex<Queue>,
+    /// Where dedicated leaders run: one thread that commits group after group.
+    leader_lane: Box<dyn crate::env::Lane>,
     /// Committed stream states, with a generation that every writer update bumps, so a reader
     /// that computed a state while a write committed does not cache a stale one.
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
@@ -504,6 +506,7 @@ impl Store {
             index,
             writer: Mutex::new(writer),
             queue: Mutex::new(Queue::default()),
+            leader_lane: env.rt.lane("annal-writer"),
             committed,
             stats: WriterStats::default(),
             recovery,
@@ -589,7 +592,7 @@ impl Store {
 
     /// [`Store::write`] for async callers: the operation joins the same group-commit queue, and
     /// the task waits without holding a thread. When no leader is active, one is started on the
-    /// blocking pool ([`Runtime::blocking`](crate::env::Runtime::blocking), inline in
+    /// writer's [`Lane`](crate::env::Lane) (one thread that takes every such leader; inline in
     /// simulations); it commits groups until the queue is empty or a waiting thread can lead.
     pub async fn write_async(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -631,12 +634,12 @@ impl Store {
         !std::mem::replace(&mut q.leader, true)
     }
 
-    /// Runs a dedicated leader in the background (the leader flag is already set).
+    /// Runs a dedicated leader on the writer's lane (the leader flag is already set).
     /// The returned future completes when that leader is done; dropping it detaches the leader.
     /// (Simulated runtimes run the leader inline and model its I/O time as that future's delay.)
     fn start_leader(&self) -> crate::env::BoxFuture<'static, ()> {
         match self.me.upgrade() {
-            Some(store) => self.env.rt.blocking(Box::new(move || store.lead(true))),
+            Some(store) => self.leader_lane.run(Box::new(move || store.lead(true))),
             // Unreachable while a caller holds the store; nothing can commit without it.
             None => {
                 lock(&self.queue).leader = false;
@@ -681,7 +684,7 @@ impl Store {
 
     /// Commits queued groups. A thread that waits in [`Store::write`] leads one group and hands
     /// leadership to the next waiting thread; tasks of [`Store::write_async`] cannot lead, so
-    /// when one is next, a `dedicated` leader (on the blocking pool) goes on to the next group
+    /// when one is next, a `dedicated` leader (on the writer's lane) goes on to the next group
     /// and a thread's leader starts a dedicated one and returns to its caller.
     fn lead(&self, dedicated: bool) {
         // If this leader unwinds (a bug), leadership must still pass on, or every later write
