@@ -5,8 +5,9 @@
 //! 127.0.0.1 with durable settings in a fresh directory under `target/bench-peers/`, measured,
 //! and stopped before the next one starts, so no two servers compete for the 2 cores; before each
 //! start the page cache's dirty data is written out ([`crate::gen::settle_disk`]), so no system's
-//! fsyncs queue behind the writeback of the one before. A system that cannot be installed or
-//! started gets a row saying so; the run goes on.
+//! fsyncs queue behind the writeback of the one before, and a short fsync probe records the disk's
+//! state as the system starts (this host's shared disk has slow phases; the table shows them). A
+//! system that cannot be installed or started gets a row saying so; the run goes on.
 //!
 //! Workloads (1 KiB JSON events, each after a warm-up, for a fixed window):
 //! 1. single-event appends at 1/16/64 connections, each connection to its own stream, with
@@ -138,6 +139,9 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     pub peak_rss: Option<u64>,
     pub secs: f64,
+    /// fsyncs/s of a short probe just before the system started, one per round: the disk's state
+    /// while this system ran, since this host's shared disk has slow phases.
+    pub disk: Vec<f64>,
 }
 
 /// Names of the workload rows, in order.
@@ -234,17 +238,27 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
     if waited > 1.0 {
         eprintln!("   (waited {waited:.1} s for the disk to settle)");
     }
+    let disk = match gen::fsync_probe(&root.join("probe"), if smoke { 0.25 } else { 0.5 }) {
+        Ok((rate, p50, _)) => {
+            eprintln!("   disk before start: {rate:.0} fsyncs/s, p50 {p50} µs");
+            vec![rate]
+        }
+        Err(e) => {
+            eprintln!("   disk probe failed: {e}");
+            Vec::new()
+        }
+    };
     let started = match install(info.name, smoke) {
         Err(e) => Err(format!("not installed: {e}")),
         Ok(()) => rt.block_on(start(info.name, &dir)).map_err(|e| format!("did not start: {e}")),
     };
     let outcome = match started {
-        Err(status) => Outcome { info, status, rows: Vec::new(), peak_rss: None, secs: 0.0 },
+        Err(status) => Outcome { info, status, rows: Vec::new(), peak_rss: None, secs: 0.0, disk },
         Ok(mut driver) => {
             let rows = rt.block_on(workloads(driver.as_ref(), plan, info.name));
             let peak = driver.peak_rss();
             driver.stop();
-            Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0 }
+            Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0, disk }
         }
     };
     let _ = std::fs::remove_dir_all(&dir);
@@ -308,6 +322,7 @@ fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
         let earlier = || by_round.iter().filter_map(|r| r.get(k));
         o.secs += earlier().map(|o| o.secs).sum::<f64>();
         o.peak_rss = earlier().filter_map(|o| o.peak_rss).chain(o.peak_rss).max();
+        o.disk = earlier().flat_map(|o| o.disk.iter().copied()).chain(o.disk.iter().copied()).collect();
     }
     last
 }
@@ -543,17 +558,22 @@ pub fn markdown(
             String::new()
         }
     ));
-    s.push_str("| system | status / notes | peak RSS MiB |\n|---|---|---:|\n");
+    s.push_str(
+        "| system | status / notes | peak RSS MiB | disk before start, fsyncs/s |\n|---|---|---:|---:|\n",
+    );
     for o in outcomes {
+        let disk: Vec<String> = o.disk.iter().map(|r| format!("{:.1}k", r / 1000.0)).collect();
         s.push_str(&format!(
-            "| {}{} | {}: {} | {} |\n",
+            "| {}{} | {}: {} | {} | {} |\n",
             o.info.name,
             if o.info.durable { "" } else { " (not durable)" },
             o.status,
             o.info.notes,
-            o.peak_rss.map(|r| format!("{:.0}", r as f64 / 1048576.0)).unwrap_or_else(|| "-".into())
+            o.peak_rss.map(|r| format!("{:.0}", r as f64 / 1048576.0)).unwrap_or_else(|| "-".into()),
+            if disk.is_empty() { "-".into() } else { disk.join(", ") }
         ));
     }
+    s.push_str("\nDisk before start: a 4 KiB pwrite + fdatasync probe run just before the system started (one figure per round, in order); a low figure marks a slow phase of this host's shared disk.\n");
     s.push_str("\n| workload | system | events/s | p50 ms | p99 ms | server CPU s / M events | generator CPU s / M events | Annal ratio |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     let annal = outcomes.iter().find(|o| o.info.name == "annal");
     for (wi, w) in WORKLOADS.iter().enumerate() {
@@ -683,6 +703,7 @@ fn to_json(
             "status": o.status,
             "peak_rss_bytes": o.peak_rss,
             "seconds": o.secs,
+            "fsync_probe_before_start_per_round": o.disk,
             "workloads": o.rows.iter().map(|r| match &r.m {
                 Some(m) => json!({
                     "workload": r.workload,
