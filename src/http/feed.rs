@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::text::{escape, iso8601, json_to_xml, xml_escape, MIN_TIME};
+use super::text::{event_uri, iso8601, json_to_xml, xml_escape, MIN_TIME};
 use crate::store::{RecordedEvent, ResolvedEvent};
 
 /// Atom author of every feed and entry.
@@ -218,7 +218,7 @@ pub fn entry_json(ev: &ResolvedEvent, base: &str, embed: Embed, resolve: bool, s
             rich_fields(&mut m, e, v.link, embed);
         }
     }
-    let id = format!("{base}/streams/{}/{}", escape(&v.stream), v.number);
+    let id = event_uri(base, &v.stream, v.number);
     m.insert("title".into(), json!(format!("{}@{}", v.number, v.stream)));
     m.insert("id".into(), json!(id));
     m.insert("updated".into(), json!(iso8601(v.updated_us)));
@@ -267,7 +267,7 @@ fn entry_xml_body(
     out: &mut String,
 ) {
     let v = view(ev, resolve);
-    let id = format!("{base}/streams/{}/{}", escape(&v.stream), v.number);
+    let id = event_uri(base, &v.stream, v.number);
     out.push_str(&format!(
         "<title>{}</title><id>{}</id><updated>{}</updated><author><name>{AUTHOR}</name></author><summary>{}</summary>",
         xml_escape(&format!("{}@{}", v.number, v.stream)),
@@ -414,7 +414,7 @@ fn entry_out<'a>(
         position_event_number: None,
         position_stream_id: None,
         title: [number.as_str(), "@", &v.stream].concat(),
-        id: [base, "/streams/", &escape(&v.stream), "/", &number].concat(),
+        id: event_uri(base, &v.stream, v.number),
         updated: stamps.format(v.updated_us),
         summary: v.summary,
         content: None,

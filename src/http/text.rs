@@ -197,6 +197,18 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// The URI of event `number` of `stream`: `{base}/streams/{escaped stream}/{number}` (the
+/// `Location` of an append, the `id` and links of a feed entry), built in one allocation.
+pub fn event_uri(base: &str, stream: &str, number: i64) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(base.len() + stream.len() + 32);
+    out.push_str(base);
+    out.push_str("/streams/");
+    escape_into(&mut out, stream);
+    let _ = write!(out, "/{number}");
+    out
+}
+
 /// [`escape`], appended to `out`.
 pub fn escape_into(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -302,6 +314,8 @@ mod tests {
     fn escaping() {
         assert_eq!(escape("$users"), "%24users");
         assert_eq!(escape("a@b c/d~"), "a%40b%20c%2Fd~");
+        assert_eq!(event_uri("http://h:1/p", "a@b c/d~", 12), "http://h:1/p/streams/a%40b%20c%2Fd~/12");
+        assert_eq!(event_uri("http://h", "$$s", -1), "http://h/streams/%24%24s/-1");
         assert_eq!(unescape("%24all", false).as_deref(), Some("$all"));
         assert_eq!(unescape("a%2", false).as_deref(), Some("a%2"));
         assert_eq!(unescape("a+b%2B", true).as_deref(), Some("a b+"));

@@ -12,7 +12,7 @@ use super::errors::{self, WriteKind};
 use super::media::Media;
 use super::reply::Reply;
 use super::request::Req;
-use super::text::escape_into;
+use super::text::event_uri;
 use super::Api;
 use crate::auth::Operation;
 use crate::store::{NewEvent, WriteError, WriteResult};
@@ -252,15 +252,8 @@ pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, eve
         api.auth.invalidate();
     }
     match r {
-        Ok(Some(w)) => {
-            use std::fmt::Write;
-            let mut location = String::with_capacity(req.base.len() + stream.len() + 32);
-            location.push_str(&req.base);
-            location.push_str("/streams/");
-            escape_into(&mut location, &stream);
-            let _ = write!(location, "/{}", w.first_event_number);
-            Reply::plain(StatusCode::CREATED, "Created").header("location", location)
-        }
+        Ok(Some(w)) => Reply::plain(StatusCode::CREATED, "Created")
+            .header("location", event_uri(&req.base, &stream, w.first_event_number)),
         Ok(None) => Reply::unauthorized(),
         Err(e) => errors::write(&e, WriteKind::Append),
     }
