@@ -267,6 +267,12 @@ pub fn fsync_probe(dir: &std::path::Path, secs: f64) -> std::io::Result<(f64, u3
     Ok((lat.len() as f64 / total, pct(&lat, 0.5), pct(&lat, 0.99)))
 }
 
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
 /// `uptime`'s load averages.
 pub fn load_avg() -> String {
     std::fs::read_to_string("/proc/loadavg")

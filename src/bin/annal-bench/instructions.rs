@@ -50,10 +50,7 @@ pub fn instructions(args: &Args) {
 fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64) -> Result<u64, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
+    let port = gen::free_port()?;
     let out = dir.join("callgrind.out");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut child = Command::new("valgrind")

@@ -732,11 +732,7 @@ fn to_json(
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the drivers.
 
-/// A free TCP port on 127.0.0.1 (bound, then released).
-pub fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
+pub use crate::gen::free_port;
 
 /// Waits until `127.0.0.1:port` accepts connections (or the child exits, or 60 s pass).
 pub async fn wait_port(port: u16, child: &mut Child) -> Result<(), String> {
