@@ -5,9 +5,11 @@
 //! Field order follows v5 (rich fields before the Atom base fields) and null fields are left
 //! out. Entries are newest first in every feed.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
-use super::text::{event_uri, iso8601, json_to_xml, xml_escape, MIN_TIME};
+use super::text::{event_uri, event_uri_into, iso8601, json_to_xml, xml_escape, MIN_TIME};
 use crate::store::{RecordedEvent, ResolvedEvent};
 
 /// Atom author of every feed and entry.
@@ -82,7 +84,7 @@ pub struct Feed {
 
 /// What an entry shows of an event.
 struct View<'a> {
-    stream: String,
+    stream: Cow<'a, str>,
     number: i64,
     summary: &'a str,
     updated_us: i64,
@@ -93,7 +95,7 @@ struct View<'a> {
 fn view(ev: &ResolvedEvent, resolve: bool) -> View<'_> {
     if let Some(link) = &ev.link {
         return View {
-            stream: ev.event.stream.clone(),
+            stream: Cow::Borrowed(&ev.event.stream),
             number: ev.event.event_number,
             summary: LINK_TYPE,
             updated_us: link.timestamp_us,
@@ -110,7 +112,7 @@ fn view(ev: &ResolvedEvent, resolve: bool) -> View<'_> {
         });
         let (stream, number) = target.unwrap_or_else(|| (e.stream.clone(), e.event_number));
         return View {
-            stream,
+            stream: Cow::Owned(stream),
             number,
             summary: LINK_TYPE,
             updated_us: e.timestamp_us,
@@ -119,7 +121,7 @@ fn view(ev: &ResolvedEvent, resolve: bool) -> View<'_> {
         };
     }
     View {
-        stream: e.stream.clone(),
+        stream: Cow::Borrowed(&e.stream),
         number: e.event_number,
         summary: &e.event_type,
         updated_us: e.timestamp_us,
@@ -340,7 +342,7 @@ pub fn html(title: &str, doc: &Value) -> String {
 
 /// The fields of one entry, in v5's order (see [`EntryDoc`]).
 struct EntryOut<'a> {
-    event_id: Option<String>,
+    event_id: Option<[u8; 16]>,
     event_type: Option<&'a str>,
     event_number: Option<i64>,
     data: Option<Text<'a>>,
@@ -352,9 +354,11 @@ struct EntryOut<'a> {
     is_link_meta_data: Option<bool>,
     position_event_number: Option<i64>,
     position_stream_id: Option<&'a str>,
-    title: String,
-    id: String,
-    updated: String,
+    /// The stream and number the entry names (`title` is `number@stream`; `id` and the links
+    /// are the event's URI).
+    stream: Cow<'a, str>,
+    number: i64,
+    updated_us: i64,
     summary: &'a str,
     content: Option<Value>,
 }
@@ -378,28 +382,17 @@ fn nice_text(b: &[u8], embed: Embed) -> Text<'_> {
 struct LastStamp(Option<(i64, String)>);
 
 impl LastStamp {
-    fn format(&mut self, us: i64) -> String {
-        match &self.0 {
-            Some((at, text)) if *at == us => text.clone(),
-            _ => {
-                let text = iso8601(us);
-                self.0 = Some((us, text.clone()));
-                text
-            }
+    fn format(&mut self, us: i64) -> &str {
+        if self.0.as_ref().is_none_or(|(at, _)| *at != us) {
+            self.0 = Some((us, iso8601(us)));
         }
+        self.0.as_ref().map_or("", |(_, text)| text)
     }
 }
 
 /// One entry of a feed, as [`entry_json`] with `single = false` builds it.
-fn entry_out<'a>(
-    ev: &'a ResolvedEvent,
-    base: &str,
-    embed: Embed,
-    resolve: bool,
-    stamps: &mut LastStamp,
-) -> EntryOut<'a> {
+fn entry_out(ev: &ResolvedEvent, embed: Embed, resolve: bool) -> EntryOut<'_> {
     let v = view(ev, resolve);
-    let number = v.number.to_string();
     let mut out = EntryOut {
         event_id: None,
         event_type: None,
@@ -413,9 +406,9 @@ fn entry_out<'a>(
         is_link_meta_data: None,
         position_event_number: None,
         position_stream_id: None,
-        title: [number.as_str(), "@", &v.stream].concat(),
-        id: event_uri(base, &v.stream, v.number),
-        updated: stamps.format(v.updated_us),
+        stream: v.stream,
+        number: v.number,
+        updated_us: v.updated_us,
         summary: v.summary,
         content: None,
     };
@@ -424,7 +417,7 @@ fn entry_out<'a>(
             let link = v.link;
             let body = embed >= Embed::Body;
             let mut is_json = e.is_json;
-            out.event_id = Some(uuid::Uuid::from_bytes(e.id).to_string());
+            out.event_id = Some(e.id);
             out.event_type = Some(&e.event_type);
             out.event_number = Some(e.event_number);
             if body {
@@ -484,18 +477,33 @@ fn push_int(out: &mut Vec<u8>, v: i64) {
 /// spaces per level, `"key": value`, `[]`/`{}` when empty) for the fixed shape of a feed.
 struct Pretty {
     out: Vec<u8>,
+    /// The current entry's URI (written three times).
+    uri: String,
+    stamps: LastStamp,
 }
 
+/// A comma, a newline and indentation: `SEPARATOR[1..2 + n]` starts a line at `n` spaces,
+/// `SEPARATOR[..2 + n]` also ends the previous member.
+const SEPARATOR: &[u8; 2 + 32] = b",\n                                ";
+
 impl Pretty {
+    fn new(out: Vec<u8>) -> Pretty {
+        Pretty { out, uri: String::new(), stamps: LastStamp::default() }
+    }
+
     /// Starts field `key` of an object whose fields sit at `indent` spaces.
     /// Keys are fixed identifiers of the feed's shape, so they need no escaping.
     fn key(&mut self, indent: usize, first: &mut bool, key: &str) {
         debug_assert!(key.bytes().all(|b| b.is_ascii_alphanumeric()), "{key}");
-        if !std::mem::replace(first, false) {
-            self.out.push(b',');
+        let from = usize::from(std::mem::replace(first, false));
+        match SEPARATOR.get(from..2 + indent) {
+            Some(sep) => self.out.extend_from_slice(sep),
+            None => {
+                self.out.extend_from_slice(&SEPARATOR[from..2]);
+                self.spaces(indent);
+            }
         }
-        self.out.push(b'\n');
-        self.spaces(indent);
+        self.out.reserve(key.len() + 4);
         self.out.push(b'"');
         self.out.extend_from_slice(key.as_bytes());
         self.out.extend_from_slice(b"\": ");
@@ -600,6 +608,15 @@ impl Pretty {
     fn escaped(&mut self, b: &[u8], ascii_only: bool) -> bool {
         self.out.reserve(b.len() + 2);
         self.out.push(b'"');
+        let done = self.escaped_run(b, ascii_only);
+        if done {
+            self.out.push(b'"');
+        }
+        done
+    }
+
+    /// [`Pretty::escaped`] without the quotes.
+    fn escaped_run(&mut self, b: &[u8], ascii_only: bool) -> bool {
         let mut start = 0;
         let mut at = 0;
         while at < b.len() {
@@ -637,16 +654,19 @@ impl Pretty {
             start = at;
         }
         self.out.extend_from_slice(&b[start..]);
-        self.out.push(b'"');
         true
     }
 
     /// One entry (an element of `entries`, members at `indent`).
-    fn entry(&mut self, indent: usize, e: &EntryOut<'_>) {
+    fn entry(&mut self, indent: usize, base: &str, e: &EntryOut<'_>) {
         self.out.push(b'{');
         let f = &mut true;
-        if let Some(x) = &e.event_id {
-            self.str_field(indent, f, "eventId", x);
+        if let Some(x) = e.event_id {
+            let mut buf = uuid::Uuid::encode_buffer();
+            let id = uuid::Uuid::from_bytes(x).hyphenated().encode_lower(&mut buf);
+            self.raw_field(indent, f, "eventId", b"\"");
+            self.out.extend_from_slice(id.as_bytes());
+            self.out.push(b'"');
         }
         if let Some(x) = e.event_type {
             self.str_field(indent, f, "eventType", x);
@@ -684,9 +704,21 @@ impl Pretty {
         if let Some(x) = e.position_stream_id {
             self.str_field(indent, f, "positionStreamId", x);
         }
-        self.str_field(indent, f, "title", &e.title);
-        self.str_field(indent, f, "id", &e.id);
-        self.str_field(indent, f, "updated", &e.updated);
+        // `number@stream`: only the stream can need escapes.
+        self.raw_field(indent, f, "title", b"\"");
+        push_int(&mut self.out, e.number);
+        self.out.push(b'@');
+        self.escaped_run(e.stream.as_bytes(), false);
+        self.out.push(b'"');
+        let mut uri = std::mem::take(&mut self.uri);
+        uri.clear();
+        event_uri_into(&mut uri, base, &e.stream, e.number);
+        self.str_field(indent, f, "id", &uri);
+        self.key(indent, f, "updated");
+        self.out.push(b'"');
+        // A formatted timestamp holds digits, `-`, `:`, `.`, `T` and `Z`: nothing to escape.
+        self.out.extend_from_slice(self.stamps.format(e.updated_us).as_bytes());
+        self.out.push(b'"');
         self.author(indent, f);
         self.str_field(indent, f, "summary", e.summary);
         if let Some(c) = &e.content {
@@ -702,7 +734,8 @@ impl Pretty {
             }
             self.raw_field(indent, f, "content", &shifted);
         }
-        self.links(indent, f, [(e.id.as_str(), "edit"), (e.id.as_str(), "alternate")].into_iter());
+        self.links(indent, f, [(uri.as_str(), "edit"), (uri.as_str(), "alternate")].into_iter());
+        self.uri = uri;
         self.close(indent, false, b'}');
     }
 }
@@ -711,7 +744,7 @@ impl Pretty {
 /// embed))`, written directly.
 pub fn feed_json_bytes(f: &Feed, base: &str, embed: Embed) -> Vec<u8> {
     let bytes: usize = f.entries.iter().map(|e| e.event.data.len() + e.event.metadata.len() + 768).sum();
-    let mut w = Pretty { out: Vec::with_capacity(1024 + bytes + bytes / 8) };
+    let mut w = Pretty::new(Vec::with_capacity(1024 + bytes + bytes / 8));
     w.out.push(b'{');
     let first = &mut true;
     w.str_field(2, first, "title", &f.title);
@@ -734,13 +767,12 @@ pub fn feed_json_bytes(f: &Feed, base: &str, embed: Embed) -> Vec<u8> {
     w.links(2, first, f.links.iter().map(|l| (l.uri.as_str(), l.relation)));
     w.key(2, first, "entries");
     w.out.push(b'[');
-    let mut stamps = LastStamp::default();
     for (i, e) in f.entries.iter().enumerate() {
         if i > 0 {
             w.out.push(b',');
         }
         w.out.extend_from_slice(b"\n    ");
-        w.entry(6, &entry_out(e, base, embed, f.resolve, &mut stamps));
+        w.entry(6, base, &entry_out(e, embed, f.resolve));
     }
     w.close(4, f.entries.is_empty(), b']');
     w.close(2, false, b'}');
@@ -780,7 +812,7 @@ mod tests {
                     if at < s.len() {
                         s.replace_range(at..at + 1, &c.to_string());
                     }
-                    let mut w = Pretty { out: Vec::new() };
+                    let mut w = Pretty::new(Vec::new());
                     w.string(&s);
                     assert_eq!(w.out, serde_json::to_vec(&s).unwrap(), "{s:?}");
                     // Stored bytes, also with a byte that is not UTF-8 at the same place.
@@ -789,7 +821,7 @@ mod tests {
                         bad.insert(at.min(bad.len()), 0xff);
                         bad.clone()
                     }] {
-                        let mut w = Pretty { out: b"[".to_vec() };
+                        let mut w = Pretty::new(b"[".to_vec());
                         w.text(&Text::Stored(&bytes));
                         let want = serde_json::to_vec(&String::from_utf8_lossy(&bytes)).unwrap();
                         assert_eq!(&w.out[1..], want, "{bytes:?}");
@@ -819,6 +851,7 @@ mod tests {
                 link: Some(ev("s-1", 6, "$>", b"7@target", br#"{"lm":1}"#, true)),
             },
             plain(ev("s-1", 8, "empty", b"", b"", true)),
+            plain(ev("q\"uo\\te\u{1}é/%", 9, "t\"y", b"{}", b"", true)),
         ];
         for resolve in [false, true] {
             for n in [0, 1, entries.len()] {

@@ -200,13 +200,18 @@ pub fn escape(s: &str) -> String {
 /// The URI of event `number` of `stream`: `{base}/streams/{escaped stream}/{number}` (the
 /// `Location` of an append, the `id` and links of a feed entry), built in one allocation.
 pub fn event_uri(base: &str, stream: &str, number: i64) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(base.len() + stream.len() + 32);
+    event_uri_into(&mut out, base, stream, number);
+    out
+}
+
+/// [`event_uri`], appended to `out`.
+pub fn event_uri_into(out: &mut String, base: &str, stream: &str, number: i64) {
+    use std::fmt::Write;
     out.push_str(base);
     out.push_str("/streams/");
-    escape_into(&mut out, stream);
+    escape_into(out, stream);
     let _ = write!(out, "/{number}");
-    out
 }
 
 /// [`escape`], appended to `out`.

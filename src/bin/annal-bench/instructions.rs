@@ -1,12 +1,14 @@
 //! `annal-bench instructions [--appends N]`: user-space instructions the node executes per
-//! single-event append over HTTP, counted by valgrind's callgrind. Unlike times, the count does
-//! not move with the machine's load or its disk, so two builds can be compared on one run each:
-//! this is how request-path changes are measured (README, performance).
+//! single-event append and per event read over HTTP, counted by valgrind's callgrind. Unlike
+//! times, the counts do not move with the machine's load or its disk, so two builds can be
+//! compared on one run each: this is how request-path changes are measured (README, performance).
 //!
-//! The node (this binary's `node` mode, the same node as `annal`) runs under callgrind twice:
-//! once serving only start-up and `/ping`, once also serving `N` appends (1 KiB JSON events,
-//! expected version, 16 keep-alive connections, each to its own stream). The difference of the
-//! two totals, divided by `N`, is the figure; it covers every node thread (HTTP, group commit,
+//! The node (this binary's `node` mode, the same node as `annal`) runs under callgrind three
+//! times: serving only start-up and `/ping`; also serving `N` appends (1 KiB JSON events,
+//! expected version, 16 keep-alive connections, each to its own stream); and serving the same
+//! appends followed by [`READ_PAGES`] forward pages of [`PAGE`] events with `embed=body` (the
+//! peers benchmark's workload 4), read over one connection. Differences of the totals give the
+//! figures per append and per event read; they cover every node thread (HTTP, group commit,
 //! index), not the kernel.
 
 use std::net::SocketAddr;
@@ -19,6 +21,10 @@ use crate::http::{batch_body, Client};
 use crate::Args;
 
 const CONNS: usize = 16;
+/// Events per page read.
+const PAGE: usize = 100;
+/// Pages read in the third run.
+const READ_PAGES: u64 = 64;
 
 pub fn instructions(args: &Args) {
     let appends = args.appends.max(CONNS as u64);
@@ -28,15 +34,23 @@ pub fn instructions(args: &Args) {
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let dir = args.dir.join(format!("instructions-{}", std::process::id()));
-    let run = |n: u64| -> Result<u64, String> { count(&rt, &dir, n) };
-    match run(0).and_then(|base| Ok((base, run(appends)?))) {
-        Ok((base, with)) => {
+    let run = |n: u64, pages: u64| -> Result<u64, String> { count(&rt, &dir, n, pages) };
+    match run(0, 0).and_then(|base| Ok((base, run(appends, 0)?, run(appends, READ_PAGES)?))) {
+        Ok((base, with, read)) => {
             let per = with.saturating_sub(base) as f64 / appends as f64;
+            let events = READ_PAGES * PAGE as u64;
+            let per_read = read.saturating_sub(with) as f64 / events as f64;
             println!(
                 "# annal-bench instructions: node under valgrind --tool=callgrind, user space, all threads"
             );
-            println!("start-up and /ping: {base} instructions; with {appends} appends: {with}");
+            println!(
+                "start-up and /ping: {base} instructions; with {appends} appends: {with}; \
+                 and {READ_PAGES} pages read: {read}"
+            );
             println!("instructions per append (1 KiB JSON event, {CONNS} connections): {per:.0}");
+            println!(
+                "instructions per event read (pages of {PAGE}, embed=body, 1 connection): {per_read:.0}"
+            );
         }
         Err(e) => {
             eprintln!("annal-bench instructions: {e}");
@@ -46,8 +60,9 @@ pub fn instructions(args: &Args) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Total instructions of one node run under callgrind that serves `appends` appends.
-fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64) -> Result<u64, String> {
+/// Total instructions of one node run under callgrind that serves `appends` appends, then
+/// `pages` page reads.
+fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64, pages: u64) -> Result<u64, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let port = gen::free_port()?;
@@ -65,7 +80,7 @@ fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64) -> Result<u64, 
         .spawn()
         .map_err(|e| format!("valgrind: {e}"))?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let driven = rt.block_on(drive(addr, appends));
+    let driven = rt.block_on(drive(addr, appends, pages));
     // SAFETY: kill(2) on the child this function started; SIGINT asks the node to shut down.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let _ = child.wait();
@@ -77,8 +92,9 @@ fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64) -> Result<u64, 
         .ok_or_else(|| format!("no instruction total in {}", out.display()))
 }
 
-/// Waits for the node (slow under valgrind), then appends `appends` events over 16 connections.
-async fn drive(addr: SocketAddr, appends: u64) -> Result<(), String> {
+/// Waits for the node (slow under valgrind), appends `appends` events over 16 connections, then
+/// reads `pages` pages of the first connection's stream over one connection (wrapping around).
+async fn drive(addr: SocketAddr, appends: u64, pages: u64) -> Result<(), String> {
     let t = Instant::now();
     let mut first = loop {
         if let Ok(mut c) = Client::connect(addr).await {
@@ -114,6 +130,19 @@ async fn drive(addr: SocketAddr, appends: u64) -> Result<(), String> {
     }
     for t in tasks {
         t.await.map_err(|e| e.to_string())??;
+    }
+    let in_stream = appends / CONNS as u64 + u64::from(appends % CONNS as u64 > 0);
+    let full_pages = in_stream / PAGE as u64;
+    if pages > 0 && full_pages == 0 {
+        return Err(format!("{appends} appends leave fewer than {PAGE} events in a stream to read"));
+    }
+    let mut reader = Client::connect(addr).await?;
+    for p in 0..pages {
+        let from = (p % full_pages.max(1)) as i64 * PAGE as i64;
+        let (n, _) = reader.read_forward("instr-0", from, PAGE, None).await?;
+        if n != PAGE {
+            return Err(format!("page from {from} of instr-0 held {n} events, not {PAGE}"));
+        }
     }
     Ok(())
 }
