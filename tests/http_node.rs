@@ -57,6 +57,8 @@ async fn gossip_and_stats() {
     assert!(st["proc"]["threadsCount"].as_u64().unwrap() > 0);
     assert!(st["sys"]["freeMem"].as_u64().unwrap() > 0);
     assert!(st["es"]["writer"]["meanFlushSize"].as_f64().unwrap() >= 1.0);
+    // Every commit so far synced the chunk's data and writer.chk.
+    assert!(st["es"]["writer"]["fsyncs"].as_u64().unwrap() >= 2);
     assert!(st["es"]["readIndex"]["notCachedStreamInfo"].as_u64().is_some());
     let drives = st["sys"]["drive"].as_object().unwrap();
     assert_eq!(drives.len(), 1);

@@ -407,3 +407,22 @@ fn cached_reads_run_inline_and_uncached_ones_are_refused() {
     assert!(disk.run_cached(&mut || again = Some(f.read_vec_at(want.len(), 0))));
     assert_eq!(again.unwrap().unwrap(), want);
 }
+
+#[test]
+fn a_commit_counts_its_syncs_and_a_chunk_change_adds_two() {
+    let r = rig();
+    let s = Store::open(&r.env, cfg()).unwrap();
+    let syncs = || s.log().commit_syncs();
+    let mut chunks_seen = s.log().chunks().len();
+    for i in 0..40 {
+        let before = syncs();
+        s.append("s", ANY, vec![ev(i, 5_000)]).unwrap();
+        let chunks = s.log().chunks().len();
+        // Data and writer.chk; when the record went to a new chunk, also the completed chunk
+        // and the directory that gained a file.
+        let want = if chunks > chunks_seen { 4 } else { 2 };
+        assert_eq!(syncs() - before, want, "append {i}, {chunks} chunks");
+        chunks_seen = chunks;
+    }
+    assert!(chunks_seen >= 3, "the appends crossed chunks: {chunks_seen}");
+}

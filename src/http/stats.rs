@@ -116,7 +116,8 @@ fn build(api: &Api, os: &OsStats, prev: Option<(Duration, &OsStats)>, now: Durat
                 "meanFlushDelayMs": get(&s.total_flush_us) as f64 / flushes as f64 / 1000.0,
                 "maxFlushSize": get(&s.max_flush_size),
                 "maxFlushDelayMs": get(&s.max_flush_us) as f64 / 1000.0,
-                "queuedFlushMessages": get(&s.queued)
+                "queuedFlushMessages": get(&s.queued),
+                "fsyncs": log.commit_syncs()
             },
             "readIndex": {
                 "cachedRecord": 0,

@@ -252,6 +252,8 @@ pub struct Log {
     prepared: Mutex<Option<(u32, Arc<dyn File>)>>,
     poisoned: AtomicBool,
     max_body: u32,
+    /// Syncs (file data, directory, `writer.chk`) the writer's commits have made.
+    commit_syncs: AtomicU64,
 }
 
 impl Log {
@@ -310,6 +312,7 @@ impl Log {
             prepared: Mutex::new(None),
             poisoned: AtomicBool::new(false),
             max_body,
+            commit_syncs: AtomicU64::new(0),
         });
         let mut report = RecoveryReport { chunks: latest.len(), ..RecoveryReport::default() };
         let writer_pos = log.recover(&latest, &mut report)?;
@@ -575,6 +578,12 @@ impl Log {
     /// The `db/` directory.
     pub fn dir(&self) -> &Path {
         &self.cfg.dir
+    }
+
+    /// Syncs the writer's commits have made so far (each chunk's data, the directory when a
+    /// chunk was added, `writer.chk`), for statistics: a group commit normally makes two.
+    pub fn commit_syncs(&self) -> u64 {
+        self.commit_syncs.load(Ordering::Relaxed)
     }
 
     /// Whether an earlier failure poisoned the writer.
@@ -1224,24 +1233,29 @@ impl LogWriter {
         self.write_buffer()?;
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
         let ack_before_fsync = crate::buggify::bug(crate::buggify::Bug::AckBeforeFsync);
+        let syncs = &self.log.commit_syncs;
         for c in self.completed.drain(..) {
             if !ack_before_fsync {
                 c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+                syncs.fetch_add(1, Ordering::Relaxed);
             }
         }
         if self.dir_dirty && !crate::buggify::bug(crate::buggify::Bug::SkipChunkDirFsync) {
             let dir = &self.log.cfg.dir;
             self.log.env.disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
+            syncs.fetch_add(1, Ordering::Relaxed);
         }
         self.dir_dirty = false;
         let c = &self.chunk;
         if !ack_before_fsync {
             c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
+            syncs.fetch_add(1, Ordering::Relaxed);
         }
         let cps = &self.log.checkpoints;
         cps.writer
             .write_durable(self.pos as i64)
             .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+        syncs.fetch_add(1, Ordering::Relaxed);
         self.log.committed.store(self.pos, Ordering::Release);
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
         // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable

@@ -82,6 +82,15 @@ impl Driver for Annal {
     fn server_pid(&self) -> u32 {
         self.child.id()
     }
+    fn commit_counts(&self) -> BoxFut<'_, Option<(u64, u64)>> {
+        Box::pin(async move {
+            let mut c = Client::connect(self.addr).await.ok()?;
+            let r = c.request(::http::Method::GET, "/stats/es", &[], Bytes::new()).await.ok()?;
+            let es: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+            let writes = es["queue"]["storageWriterQueue"]["totalItemsProcessed"].as_u64()?;
+            Some((writes, es["writer"]["fsyncs"].as_u64()?))
+        })
+    }
     fn append_ops<'a>(
         &'a self,
         prefix: &'a str,

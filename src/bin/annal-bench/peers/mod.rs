@@ -24,6 +24,12 @@
 //! `/proc/<pid>/stat` of the server and its children), the generator's own CPU seconds per
 //! million events (its driver shares the 2 cores with the server), server peak RSS (`VmHWM`; PostgreSQL: the
 //! largest summed proportional set size of its processes seen after a workload).
+//!
+//! Two ceilings of workload 1 at 64 connections follow the table. The fsync-bound one is the
+//! probe's fsyncs/s times the events one fsync covers: once with all 64 (the most a group can
+//! hold), once with what Annal's commits covered in that row (its `/stats` count writes and
+//! fsyncs), which says how much of the disk's fsync rate it used. The CPU-bound one is the cores
+//! divided by the server's plus the generator's CPU per event, for every system.
 
 pub mod annal;
 pub mod nats;
@@ -80,6 +86,11 @@ pub trait Driver: Send + Sync {
     fn all_read(&self, page: usize) -> BoxFut<'_, Result<Option<Box<dyn Op>>, String>>;
     /// A live subscriber to `stream` from its start; `Ok(None)` when not supported here.
     fn subscribe<'a>(&'a self, stream: &'a str) -> BoxFut<'a, Result<Option<Box<dyn Subscriber>>, String>>;
+    /// The server's own counts of committed writes and of the fsyncs its commits made so far,
+    /// when it reports them (`None` otherwise): how many writes one fsync covered.
+    fn commit_counts(&self) -> BoxFut<'_, Option<(u64, u64)>> {
+        Box::pin(async { None })
+    }
     /// Stops the server and removes its data.
     fn stop(&mut self);
 }
@@ -130,6 +141,9 @@ pub struct Row {
     /// With several rounds: the lowest and highest Annal ratio of a round (Annal and this peer
     /// measured in the same round), so a reader sees how far one host's noise moves the median.
     pub ratio_range: Option<(f64, f64)>,
+    /// Writes committed per fsync over the row, warm-up included, from the server's own counts
+    /// (workload 1 at 64 connections, servers that report them).
+    pub per_fsync: Option<f64>,
 }
 
 /// One system's results.
@@ -302,20 +316,21 @@ fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
     let n = by_round.len() + 1;
     for (k, o) in last.iter_mut().enumerate() {
         for wi in 0..WORKLOADS.len() {
-            let mut got: Vec<Measured> = by_round
+            let mut got: Vec<(Measured, Option<f64>)> = by_round
                 .iter()
                 .filter_map(|r| r.get(k))
                 .chain(std::iter::once(&*o))
-                .filter_map(|o| o.rows.get(wi).and_then(|r| r.m.clone()))
+                .filter_map(|o| o.rows.get(wi).and_then(|r| Some((r.m.clone()?, r.per_fsync))))
                 .collect();
             if got.is_empty() {
                 continue;
             }
             let key = |m: &Measured| if wi == 7 { m.pct_ms(0.5) } else { m.rate() };
-            got.sort_by(|a, b| key(a).total_cmp(&key(b)));
-            let median = got.swap_remove(got.len() / 2);
+            got.sort_by(|a, b| key(&a.0).total_cmp(&key(&b.0)));
+            let (median, per_fsync) = got.swap_remove(got.len() / 2);
             if let Some(row) = o.rows.get_mut(wi) {
                 row.m = Some(median);
+                row.per_fsync = per_fsync;
                 row.note = format!("median of {} of {n} rounds", got.len() + 1);
             }
         }
@@ -383,17 +398,24 @@ async fn start(name: &str, dir: &Path) -> Result<Box<dyn Driver>, String> {
 async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let cpu = || d.cpu_secs();
     let mut rows = Vec::new();
-    let mut push = |workload: &str, r: Result<Measured, String>| {
+    let mut push = |workload: &str, r: Result<(Measured, Option<f64>), String>| {
         let row = match r {
             // Every connection failed at once: the row shows why.
-            Ok(m) if m.events == 0 && m.first_error.is_some() => Row {
+            Ok((m, _)) if m.events == 0 && m.first_error.is_some() => Row {
                 ratio_range: None,
                 workload: workload.into(),
                 m: None,
                 note: format!("failed: {}", m.first_error.unwrap_or_default()),
+                per_fsync: None,
             },
-            Ok(m) => Row { workload: workload.into(), note: String::new(), m: Some(m), ratio_range: None },
-            Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None },
+            Ok((m, per_fsync)) => Row {
+                workload: workload.into(),
+                note: String::new(),
+                m: Some(m),
+                ratio_range: None,
+                per_fsync,
+            },
+            Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None, per_fsync: None },
         };
         match &row.m {
             Some(m) => eprintln!(
@@ -411,21 +433,27 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     for (i, conns) in [1usize, 16, 64].into_iter().enumerate() {
         let r = async {
             let ops = d.append_ops(&format!("a{run_id}c{conns}"), conns, 1, 1).await?;
-            Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+            let before = if conns == 64 { d.commit_counts().await } else { None };
+            let m = gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await;
+            let per_fsync = match (before, d.commit_counts().await) {
+                (Some((w0, f0)), Some((w1, f1))) if f1 > f0 => Some((w1 - w0) as f64 / (f1 - f0) as f64),
+                _ => None,
+            };
+            Ok((m, per_fsync))
         }
         .await;
         push(WORKLOADS[i], r);
     }
     let r = async {
         let ops = d.append_ops(&format!("b{run_id}"), 4, 1, 100).await?;
-        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+        Ok((gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await, None))
     }
     .await;
     push(WORKLOADS[3], r);
     let r = async {
         let conns = 16;
         let ops = d.append_ops(&format!("r{run_id}"), conns, plan.random_streams / conns, 1).await?;
-        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
+        Ok((gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await, None))
     }
     .await;
     push(WORKLOADS[4], r);
@@ -436,20 +464,20 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let r = async {
         pre?;
         let op = d.stream_read(&stream, plan.read_len, 100).await?;
-        Ok(gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await)
+        Ok((gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await, None))
     }
     .await;
     push(WORKLOADS[5], r);
     match d.all_read(1000).await {
         Ok(Some(op)) => {
             let m = gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await;
-            push(WORKLOADS[6], Ok(m))
+            push(WORKLOADS[6], Ok((m, None)))
         }
         Ok(None) => push(WORKLOADS[6], Err("n/a: no global order".into())),
         Err(e) => push(WORKLOADS[6], Err(e)),
     }
     let r = subscription(d, plan, &format!("sub{run_id}")).await;
-    push(WORKLOADS[7], r);
+    push(WORKLOADS[7], r.map(|m| (m, None)));
     let _ = name;
     rows
 }
@@ -620,6 +648,43 @@ pub fn markdown(
             m.rate(),
             100.0 * m.rate() / ceiling
         ));
+        // The same formula with the events per fsync Annal reached there (its own counts): how
+        // much of the disk's fsync rate its commits used.
+        if let Some(e) = annal.and_then(|o| o.rows.get(2)).and_then(|r| r.per_fsync) {
+            let ceiling = f * e;
+            s.push_str(&format!(
+                "With the events per fsync Annal reached in that row ({e:.1}, from its /stats: writes committed ÷ fsyncs; each group commit syncs the chunk's data, then writer.chk): {f:.0} × {e:.1} = {ceiling:.0} events/s; Annal reached {:.0} ({:.0}%).\n",
+                m.rate(),
+                100.0 * m.rate() / ceiling
+            ));
+        }
+    }
+    // The CPU-bound ceiling of the same row: the server and the generator share the cores, so
+    // with their measured CPU per event the machine allows cores ÷ (server + generator) events/s.
+    let cores = ::annal::env::real::cores() as f64;
+    let cpu_rows: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            let m = o.rows.get(2)?.m.as_ref()?;
+            let per = m.cpu_per_million()? + m.gen_cpu_per_million()?;
+            (per > 0.0).then(|| {
+                let ceiling = cores * 1e6 / per;
+                format!(
+                    "| {} | {:.1} | {:.0} | {:.0} | {:.0}% |\n",
+                    o.info.name,
+                    per,
+                    ceiling,
+                    m.rate(),
+                    100.0 * m.rate() / ceiling
+                )
+            })
+        })
+        .collect();
+    if !cpu_rows.is_empty() {
+        s.push_str(&format!(
+            "\nCPU-bound ceiling of workload 1 at 64 connections: {cores:.0} cores ÷ (server + generator CPU seconds per event).\n\n| system | server + generator CPU s / M events | ceiling, events/s | reached | share |\n|---|---:|---:|---:|---:|\n{}",
+            cpu_rows.concat()
+        ));
     }
     // The ratio matrix.
     let peers: Vec<&Outcome> = outcomes.iter().filter(|o| o.info.name != "annal").collect();
@@ -722,6 +787,7 @@ fn to_json(
                     "errors": m.errors,
                     "first_error": m.first_error,
                     "annal_ratio_range_over_rounds": r.ratio_range.map(|(lo, hi)| [lo, hi]),
+                    "writes_per_fsync": r.per_fsync,
                 }),
                 None => json!({ "workload": r.workload, "not_measured": r.note }),
             }).collect::<Vec<_>>(),
