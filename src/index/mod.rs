@@ -15,6 +15,7 @@
 //! filter over stream names: "certainly absent" answers skip the index for new streams.
 
 pub mod bloom;
+pub mod memtable;
 pub mod ptable;
 
 use std::collections::BTreeSet;
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use self::bloom::Bloom;
+use self::memtable::MemTable;
 use self::ptable::{PTable, TableError};
 use crate::env::{Env, OpenMode};
 
@@ -95,12 +97,12 @@ struct Table {
 type LoadedMap = (Vec<Arc<Table>>, u64);
 
 struct Frozen {
-    entries: Arc<BTreeSet<Entry>>,
+    entries: Arc<MemTable>,
     until: u64,
 }
 
 struct State {
-    mem: BTreeSet<Entry>,
+    mem: MemTable,
     frozen: Vec<Frozen>,
     tables: Vec<Arc<Table>>,
     /// Log position below which every entry is in `tables`.
@@ -138,8 +140,6 @@ const INDEXMAP_VERSION: &str = "2";
 const EXISTENCE_DIR: &str = "stream-existence";
 const EXISTENCE_DAT: &str = "streamExistenceFilter.dat";
 const EXISTENCE_CHK: &str = "streamExistenceFilter.chk";
-/// Bytes of memory per memtable entry, for statistics (entry plus B-tree overhead).
-const MEM_ENTRY_BYTES: usize = 40;
 
 impl Index {
     /// Opens the index. `log_end` is the committed end of the log; tables covering more than that
@@ -198,7 +198,7 @@ impl Index {
         Ok(Arc::new(Index {
             env: env.clone(),
             cfg,
-            state: RwLock::new(State { mem: BTreeSet::new(), frozen: Vec::new(), tables, checkpoint }),
+            state: RwLock::new(State { mem: MemTable::new(), frozen: Vec::new(), tables, checkpoint }),
             existence: RwLock::new(existence),
             applied: AtomicU64::new(applied),
             job: Mutex::new(()),
@@ -257,7 +257,9 @@ impl Index {
         }
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         let cp = st.checkpoint;
-        st.mem.extend(entries.iter().filter(|e| e.position >= cp));
+        for e in entries.iter().filter(|e| e.position >= cp) {
+            st.mem.insert(*e);
+        }
         drop(st);
         self.applied.fetch_max(until, Ordering::AcqRel);
     }
@@ -270,7 +272,8 @@ impl Index {
             if st.mem.len() < self.cfg.memtable_max && (st.mem.is_empty() || !crate::buggify!()) {
                 return;
             }
-            let entries = Arc::new(std::mem::take(&mut st.mem));
+            let fresh = st.mem.empty_like();
+            let entries = Arc::new(std::mem::replace(&mut st.mem, fresh));
             let until = self.applied.load(Ordering::Acquire);
             st.frozen.push(Frozen { entries, until });
         }
@@ -340,7 +343,7 @@ impl Index {
                 st.frozen.first().map(|f| (f.entries.clone(), f.until))
             };
             let Some((entries, until)) = next else { return Ok(()) };
-            let table = self.new_table(entries.iter().copied())?;
+            let table = self.new_table(entries.sorted().into_iter())?;
             {
                 let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
                 st.frozen.remove(0);
@@ -426,7 +429,7 @@ impl Index {
         }
         let lo = Entry { hash, event_number: from, position: 0 };
         let hi = Entry { hash, event_number: to, position: u64::MAX };
-        let (mut out, tables) = self.in_memory(lo, hi);
+        let (mut out, tables) = self.in_memory(hash, from, to);
         for t in tables.iter().filter(|t| t.bloom.may_contain(hash)) {
             t.table.range(lo, hi, &mut out)?;
         }
@@ -445,9 +448,9 @@ impl Index {
         let hi = Entry { hash, event_number: to, position: u64::MAX };
         let (mut out, tables) = {
             let st = self.state.read().unwrap_or_else(|e| e.into_inner());
-            let mut out: Vec<Entry> = st.mem.range(lo..=hi).rev().take(limit).copied().collect();
+            let mut out: Vec<Entry> = st.mem.range(hash, from, to).rev().take(limit).collect();
             for f in &st.frozen {
-                out.extend(f.entries.range(lo..=hi).rev().take(limit));
+                out.extend(f.entries.range(hash, from, to).rev().take(limit));
             }
             (out, st.tables.clone())
         };
@@ -460,11 +463,11 @@ impl Index {
         Ok(out)
     }
 
-    fn in_memory(&self, lo: Entry, hi: Entry) -> (Vec<Entry>, Vec<Arc<Table>>) {
+    fn in_memory(&self, hash: u64, from: i64, to: i64) -> (Vec<Entry>, Vec<Arc<Table>>) {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<Entry> = st.mem.range(lo..=hi).copied().collect();
+        let mut out: Vec<Entry> = st.mem.range(hash, from, to).collect();
         for f in &st.frozen {
-            out.extend(f.entries.range(lo..=hi));
+            out.extend(f.entries.range(hash, from, to));
         }
         (out, st.tables.clone())
     }
@@ -512,11 +515,13 @@ impl Index {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let ex = self.existence.read().unwrap_or_else(|e| e.into_inner()).size_bytes();
         let mem = st.mem.len() + st.frozen.iter().map(|f| f.entries.len()).sum::<usize>();
+        let mem_bytes =
+            st.mem.memory_bytes() + st.frozen.iter().map(|f| f.entries.memory_bytes()).sum::<usize>();
         IndexStats {
             memtable_entries: mem,
             tables: st.tables.len(),
             table_entries: st.tables.iter().map(|t| t.table.count).sum(),
-            memory_bytes: mem * MEM_ENTRY_BYTES
+            memory_bytes: mem_bytes
                 + st.tables.iter().map(|t| t.table.memory_bytes() + t.bloom.size_bytes()).sum::<usize>()
                 + ex,
             checkpoint: st.checkpoint,
