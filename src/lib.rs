@@ -8,6 +8,7 @@
 //! - [`auth`]: users (stored as events), password hashing, credentials and stream ACLs;
 //! - [`config`]: server options (command line, YAML, environment);
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
+//! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
 pub mod buggify;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod env;
 pub mod http;
 pub mod index;
+pub mod keyed;
 pub mod log;
 pub mod node;
 pub mod scavenge;

@@ -12,15 +12,13 @@
 //! (two names, one hash) share a vector and interleave in that order, as they did in the set.
 //!
 //! Hashes come from stream names that clients choose, so the map hashes them again under a
-//! secret key: a client cannot aim names at one bucket of the map. The key comes from the
-//! standard library's per-process hash keys, as every other `HashMap` of the node's does; no
-//! answer depends on it (the map is never iterated in its own order), so simulations stay
-//! deterministic.
+//! secret key ([`KeyedState`]): a client cannot aim names at one bucket of the map. No answer
+//! depends on the key (the map is never iterated in its own order: a flush sorts).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 
 use super::Entry;
+use crate::keyed::KeyedState;
 
 /// Bytes of memory per entry (its vector slot) and per stream (map slot, vector header and
 /// allocator rounding), for statistics.
@@ -30,7 +28,7 @@ const STREAM_BYTES: usize = 64;
 /// Entries by stream hash.
 #[derive(Debug, Default)]
 pub struct MemTable {
-    by_hash: HashMap<u64, Vec<(i64, u64)>, Keyed>,
+    by_hash: HashMap<u64, Vec<(i64, u64)>, KeyedState>,
     len: usize,
 }
 
@@ -42,12 +40,12 @@ impl MemTable {
 
     /// An empty table whose map is keyed by `key`.
     pub fn with_key(key: u64) -> MemTable {
-        MemTable { by_hash: HashMap::with_hasher(Keyed(key)), len: 0 }
+        MemTable { by_hash: HashMap::with_hasher(KeyedState::with_key(key)), len: 0 }
     }
 
     /// An empty table with the same map key.
     pub fn empty_like(&self) -> MemTable {
-        MemTable::with_key(self.by_hash.hasher().0)
+        MemTable { by_hash: HashMap::with_hasher(*self.by_hash.hasher()), len: 0 }
     }
 
     /// Entries held.
@@ -113,48 +111,6 @@ impl MemTable {
     }
 }
 
-/// Builds [`KeyedHasher`]s for one key.
-#[derive(Clone, Copy, Debug)]
-struct Keyed(u64);
-
-impl Default for Keyed {
-    fn default() -> Keyed {
-        Keyed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
-    }
-}
-
-impl BuildHasher for Keyed {
-    type Hasher = KeyedHasher;
-    fn build_hasher(&self) -> KeyedHasher {
-        KeyedHasher { key: self.0, h: 0 }
-    }
-}
-
-/// Hashes a `u64` stream hash again under a secret key (a keyed mix of 64-bit words).
-struct KeyedHasher {
-    key: u64,
-    h: u64,
-}
-
-impl Hasher for KeyedHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        let mut z = self.h ^ x ^ self.key;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        self.h = z ^ (z >> 31);
-    }
-    fn finish(&self) -> u64 {
-        self.h
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -212,12 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn the_key_changes_the_map_hash_but_not_the_answers() {
-        let mut a = KeyedHasher { key: 1, h: 0 };
-        let mut b = KeyedHasher { key: 2, h: 0 };
-        a.write_u64(42);
-        b.write_u64(42);
-        assert_ne!(a.finish(), b.finish());
+    fn the_key_does_not_change_the_answers() {
         let e = Entry { hash: 42, event_number: 0, position: 7 };
         for key in [1, 2] {
             let mut t = MemTable::with_key(key);
