@@ -274,6 +274,23 @@ pub fn free_port() -> Result<u16, String> {
 }
 
 /// `uptime`'s load averages.
+/// The machine's CPU time so far from `/proc/stat`, in ticks: (steal, all). Steal is time the
+/// hypervisor ran something else while this VM wanted the CPU; its share of a span says how much
+/// of the machine a measurement really had.
+pub fn cpu_steal_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user and nice).
+    let f: Vec<u64> = line.split_whitespace().skip(1).take(8).map(|x| x.parse().unwrap_or(0)).collect();
+    Some((*f.get(7)?, f.iter().sum()))
+}
+
+/// Steal as a share (%) of the CPU time between two [`cpu_steal_ticks`] readings.
+pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
+    let ((s0, a0), (s1, a1)) = (before?, after?);
+    (a1 > a0).then(|| 100.0 * s1.saturating_sub(s0) as f64 / (a1 - a0) as f64)
+}
+
 pub fn load_avg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))

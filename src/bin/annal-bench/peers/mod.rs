@@ -6,7 +6,9 @@
 //! and stopped before the next one starts, so no two servers compete for the 2 cores; before each
 //! start the page cache's dirty data is written out ([`crate::gen::settle_disk`]), so no system's
 //! fsyncs queue behind the writeback of the one before, and a short fsync probe records the disk's
-//! state as the system starts (this host's shared disk has slow phases; the table shows them). A
+//! state as the system starts (this host's shared disk has slow phases; the table shows them), and
+//! the CPU steal while it is measured (the hypervisor's share of the VM's CPU time: this host has
+//! phases where other guests take half of it; the table shows those too). A
 //! system that cannot be installed or started gets a row saying so; the run goes on.
 //!
 //! Workloads (1 KiB JSON events, each after a warm-up, for a fixed window):
@@ -156,6 +158,9 @@ pub struct Outcome {
     /// fsyncs/s of a short probe just before the system started, one per round: the disk's state
     /// while this system ran, since this host's shared disk has slow phases.
     pub disk: Vec<f64>,
+    /// CPU steal (%) while the system's workloads ran, one per round: the share of the CPU the
+    /// hypervisor gave to other guests, since this host's CPU has busy phases too.
+    pub steal: Vec<f64>,
 }
 
 /// Names of the workload rows, in order.
@@ -267,12 +272,19 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
         Ok(()) => rt.block_on(start(info.name, &dir)).map_err(|e| format!("did not start: {e}")),
     };
     let outcome = match started {
-        Err(status) => Outcome { info, status, rows: Vec::new(), peak_rss: None, secs: 0.0, disk },
+        Err(status) => {
+            Outcome { info, status, rows: Vec::new(), peak_rss: None, secs: 0.0, disk, steal: Vec::new() }
+        }
         Ok(mut driver) => {
+            let before = gen::cpu_steal_ticks();
             let rows = rt.block_on(workloads(driver.as_ref(), plan, info.name));
+            let steal: Vec<f64> = gen::steal_pct(before, gen::cpu_steal_ticks()).into_iter().collect();
+            if let Some(st) = steal.first() {
+                eprintln!("   CPU steal while measured: {st:.0}%");
+            }
             let peak = driver.peak_rss();
             driver.stop();
-            Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0, disk }
+            Outcome { info, status: "ok".into(), rows, peak_rss: Some(peak), secs: 0.0, disk, steal }
         }
     };
     let _ = std::fs::remove_dir_all(&dir);
@@ -338,6 +350,7 @@ fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
         o.secs += earlier().map(|o| o.secs).sum::<f64>();
         o.peak_rss = earlier().filter_map(|o| o.peak_rss).chain(o.peak_rss).max();
         o.disk = earlier().flat_map(|o| o.disk.iter().copied()).chain(o.disk.iter().copied()).collect();
+        o.steal = earlier().flat_map(|o| o.steal.iter().copied()).chain(o.steal.iter().copied()).collect();
     }
     last
 }
@@ -587,21 +600,23 @@ pub fn markdown(
         }
     ));
     s.push_str(
-        "| system | status / notes | peak RSS MiB | disk before start, fsyncs/s |\n|---|---|---:|---:|\n",
+        "| system | status / notes | peak RSS MiB | disk before start, fsyncs/s | CPU steal while measured |\n|---|---|---:|---:|---:|\n",
     );
     for o in outcomes {
         let disk: Vec<String> = o.disk.iter().map(|r| format!("{:.1}k", r / 1000.0)).collect();
+        let steal: Vec<String> = o.steal.iter().map(|p| format!("{p:.0}%")).collect();
         s.push_str(&format!(
-            "| {}{} | {}: {} | {} | {} |\n",
+            "| {}{} | {}: {} | {} | {} | {} |\n",
             o.info.name,
             if o.info.durable { "" } else { " (not durable)" },
             o.status,
             o.info.notes,
             o.peak_rss.map(|r| format!("{:.0}", r as f64 / 1048576.0)).unwrap_or_else(|| "-".into()),
-            if disk.is_empty() { "-".into() } else { disk.join(", ") }
+            if disk.is_empty() { "-".into() } else { disk.join(", ") },
+            if steal.is_empty() { "-".into() } else { steal.join(", ") }
         ));
     }
-    s.push_str("\nDisk before start: a 4 KiB pwrite + fdatasync probe run just before the system started (one figure per round, in order); a low figure marks a slow phase of this host's shared disk.\n");
+    s.push_str("\nDisk before start: a 4 KiB pwrite + fdatasync probe run just before the system started (one figure per round, in order); a low figure marks a slow phase of this host's shared disk. CPU steal: the share of the machine's CPU time the hypervisor gave to other guests while the system's workloads ran (`/proc/stat`, one figure per round); a high figure marks a round measured on part of the 2 cores.\n");
     s.push_str("\n| workload | system | events/s | p50 ms | p99 ms | server CPU s / M events | generator CPU s / M events | Annal ratio |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     let annal = outcomes.iter().find(|o| o.info.name == "annal");
     for (wi, w) in WORKLOADS.iter().enumerate() {
@@ -769,6 +784,7 @@ fn to_json(
             "peak_rss_bytes": o.peak_rss,
             "seconds": o.secs,
             "fsync_probe_before_start_per_round": o.disk,
+            "cpu_steal_pct_per_round": o.steal,
             "workloads": o.rows.iter().map(|r| match &r.m {
                 Some(m) => json!({
                     "workload": r.workload,
