@@ -663,10 +663,12 @@ impl Pretty {
         let f = &mut true;
         if let Some(x) = e.event_id {
             let mut buf = uuid::Uuid::encode_buffer();
-            let id = uuid::Uuid::from_bytes(x).hyphenated().encode_lower(&mut buf);
-            self.raw_field(indent, f, "eventId", b"\"");
-            self.out.extend_from_slice(id.as_bytes());
-            self.out.push(b'"');
+            self.str_field(
+                indent,
+                f,
+                "eventId",
+                uuid::Uuid::from_bytes(x).hyphenated().encode_lower(&mut buf),
+            );
         }
         if let Some(x) = e.event_type {
             self.str_field(indent, f, "eventType", x);
@@ -705,7 +707,8 @@ impl Pretty {
             self.str_field(indent, f, "positionStreamId", x);
         }
         // `number@stream`: only the stream can need escapes.
-        self.raw_field(indent, f, "title", b"\"");
+        self.key(indent, f, "title");
+        self.out.push(b'"');
         push_int(&mut self.out, e.number);
         self.out.push(b'@');
         self.escaped_run(e.stream.as_bytes(), false);

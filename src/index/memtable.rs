@@ -20,9 +20,9 @@ use std::collections::HashMap;
 use super::Entry;
 use crate::keyed::KeyedState;
 
-/// Bytes of memory per entry (its vector slot) and per stream (map slot, vector header and
-/// allocator rounding), for statistics.
+/// Bytes of memory per entry (its vector slot), for statistics.
 const ENTRY_BYTES: usize = 16;
+/// Bytes of memory per stream (map slot, vector header, allocator rounding), for statistics.
 const STREAM_BYTES: usize = 64;
 
 /// Entries by stream hash.
