@@ -533,6 +533,16 @@ impl Pretty {
         self.string(v);
     }
 
+    /// A string field whose value needs no escapes (a UUID, a formatted timestamp: hex digits,
+    /// digits, `-`, `:`, `.`, `T`, `Z`).
+    fn plain_str_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &str) {
+        debug_assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-:.".contains(&b)), "{v}");
+        self.key(indent, first, key);
+        self.out.push(b'"');
+        self.out.extend_from_slice(v.as_bytes());
+        self.out.push(b'"');
+    }
+
     fn raw_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &[u8]) {
         self.key(indent, first, key);
         self.out.extend_from_slice(v);
@@ -663,12 +673,8 @@ impl Pretty {
         let f = &mut true;
         if let Some(x) = e.event_id {
             let mut buf = uuid::Uuid::encode_buffer();
-            self.str_field(
-                indent,
-                f,
-                "eventId",
-                uuid::Uuid::from_bytes(x).hyphenated().encode_lower(&mut buf),
-            );
+            let id = uuid::Uuid::from_bytes(x).hyphenated().encode_lower(&mut buf);
+            self.plain_str_field(indent, f, "eventId", id);
         }
         if let Some(x) = e.event_type {
             self.str_field(indent, f, "eventType", x);
@@ -717,11 +723,9 @@ impl Pretty {
         uri.clear();
         event_uri_into(&mut uri, base, &e.stream, e.number);
         self.str_field(indent, f, "id", &uri);
-        self.key(indent, f, "updated");
-        self.out.push(b'"');
-        // A formatted timestamp holds digits, `-`, `:`, `.`, `T` and `Z`: nothing to escape.
-        self.out.extend_from_slice(self.stamps.format(e.updated_us).as_bytes());
-        self.out.push(b'"');
+        let mut stamps = std::mem::take(&mut self.stamps);
+        self.plain_str_field(indent, f, "updated", stamps.format(e.updated_us));
+        self.stamps = stamps;
         self.author(indent, f);
         self.str_field(indent, f, "summary", e.summary);
         if let Some(c) = &e.content {
