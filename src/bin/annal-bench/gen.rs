@@ -273,7 +273,6 @@ pub fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// `uptime`'s load averages.
 /// The machine's CPU time so far from `/proc/stat`, in ticks: (steal, all). Steal is time the
 /// hypervisor ran something else while this VM wanted the CPU; its share of a span says how much
 /// of the machine a measurement really had.
@@ -291,6 +290,7 @@ pub fn steal_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Optio
     (a1 > a0).then(|| 100.0 * s1.saturating_sub(s0) as f64 / (a1 - a0) as f64)
 }
 
+/// `uptime`'s load averages.
 pub fn load_avg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))

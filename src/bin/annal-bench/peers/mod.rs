@@ -411,22 +411,22 @@ async fn start(name: &str, dir: &Path) -> Result<Box<dyn Driver>, String> {
 async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let cpu = || d.cpu_secs();
     let mut rows = Vec::new();
-    let mut push = |workload: &str, r: Result<(Measured, Option<f64>), String>| {
+    let mut push = |workload: &str, r: Result<Measured, String>| {
         let row = match r {
             // Every connection failed at once: the row shows why.
-            Ok((m, _)) if m.events == 0 && m.first_error.is_some() => Row {
+            Ok(m) if m.events == 0 && m.first_error.is_some() => Row {
                 ratio_range: None,
                 workload: workload.into(),
                 m: None,
                 note: format!("failed: {}", m.first_error.unwrap_or_default()),
                 per_fsync: None,
             },
-            Ok((m, per_fsync)) => Row {
+            Ok(m) => Row {
                 workload: workload.into(),
                 note: String::new(),
                 m: Some(m),
                 ratio_range: None,
-                per_fsync,
+                per_fsync: None,
             },
             Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None, per_fsync: None },
         };
@@ -443,30 +443,31 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
         rows.push(row);
     };
     let run_id = crate::http::unique() % 1_000_000;
+    // Writes per fsync of the 64-connection row, from the server's own counts.
+    let mut c64_per_fsync = None;
     for (i, conns) in [1usize, 16, 64].into_iter().enumerate() {
         let r = async {
             let ops = d.append_ops(&format!("a{run_id}c{conns}"), conns, 1, 1).await?;
             let before = if conns == 64 { d.commit_counts().await } else { None };
             let m = gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await;
-            let per_fsync = match (before, d.commit_counts().await) {
-                (Some((w0, f0)), Some((w1, f1))) if f1 > f0 => Some((w1 - w0) as f64 / (f1 - f0) as f64),
-                _ => None,
-            };
-            Ok((m, per_fsync))
+            if let (Some((w0, f0)), Some((w1, f1))) = (before, d.commit_counts().await) {
+                c64_per_fsync = (f1 > f0).then(|| (w1 - w0) as f64 / (f1 - f0) as f64);
+            }
+            Ok(m)
         }
         .await;
         push(WORKLOADS[i], r);
     }
     let r = async {
         let ops = d.append_ops(&format!("b{run_id}"), 4, 1, 100).await?;
-        Ok((gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await, None))
+        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
     }
     .await;
     push(WORKLOADS[3], r);
     let r = async {
         let conns = 16;
         let ops = d.append_ops(&format!("r{run_id}"), conns, plan.random_streams / conns, 1).await?;
-        Ok((gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await, None))
+        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
     }
     .await;
     push(WORKLOADS[4], r);
@@ -477,21 +478,24 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let r = async {
         pre?;
         let op = d.stream_read(&stream, plan.read_len, 100).await?;
-        Ok((gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await, None))
+        Ok(gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await)
     }
     .await;
     push(WORKLOADS[5], r);
     match d.all_read(1000).await {
         Ok(Some(op)) => {
             let m = gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await;
-            push(WORKLOADS[6], Ok((m, None)))
+            push(WORKLOADS[6], Ok(m))
         }
         Ok(None) => push(WORKLOADS[6], Err("n/a: no global order".into())),
         Err(e) => push(WORKLOADS[6], Err(e)),
     }
     let r = subscription(d, plan, &format!("sub{run_id}")).await;
-    push(WORKLOADS[7], r.map(|m| (m, None)));
+    push(WORKLOADS[7], r);
     let _ = name;
+    if let Some(row) = rows.get_mut(2) {
+        row.per_fsync = c64_per_fsync;
+    }
     rows
 }
 
