@@ -59,12 +59,24 @@ async fn gossip_and_stats() {
     assert!(st["es"]["writer"]["meanFlushSize"].as_f64().unwrap() >= 1.0);
     // Every commit so far synced the chunk's data and writer.chk.
     assert!(st["es"]["writer"]["fsyncs"].as_u64().unwrap() >= 2);
+    // ... and spent real time doing it (this node runs on the real disk and clock).
+    let w = &st["es"]["writer"];
+    assert!(w["totalFlushes"].as_u64().unwrap() >= 1);
+    for phase in ["totalStageMs", "totalDataSyncMs", "totalCheckpointSyncMs", "totalPublishMs"] {
+        assert!(w[phase].as_f64().unwrap() > 0.0, "{phase}: {w}");
+    }
     assert!(st["es"]["readIndex"]["notCachedStreamInfo"].as_u64().is_some());
     let drives = st["sys"]["drive"].as_object().unwrap();
     assert_eq!(drives.len(), 1);
     assert!(drives.values().next().unwrap()["totalBytes"].as_u64().unwrap() > 0);
     let r = s.get("/stats/es/writer", &[]).await;
     assert!(r.json()["maxFlushSize"].as_u64().unwrap() >= 1);
+    // Store figures are live (only the system's are sampled once a second): an append shows at
+    // once.
+    let flushes = |st: &serde_json::Value| st["es"]["writer"]["totalFlushes"].as_u64().unwrap();
+    s.append_n("st", 3, 1).await;
+    let again = s.get("/stats", &[]).await.json();
+    assert_eq!(flushes(&again), flushes(&st) + 1);
     let r = s.get("/stats/nope", &[]).await;
     assert_eq!((r.status, r.body.len()), (404, 0));
     let r = s.get("/stats/proc?group=false", &[]).await;

@@ -9,11 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use annal::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
-use annal::env::{Disk, Env, OpenMode};
+use annal::env::{Clock, Disk, Env, OpenMode};
 use annal::store::{NewEvent, ReadError, StorageError, Store, StoreConfig, WriteError, ANY};
-use annal_fault::{DiskFaults, FaultyDisk};
+use annal_fault::{DiskFaults, FaultyDisk, SlowSyncs};
 
 fn ev(i: u32, size: usize) -> NewEvent {
     let mut id = [0u8; 16];
@@ -31,6 +32,7 @@ fn ev(i: u32, size: usize) -> NewEvent {
 struct Rig {
     mem: Arc<MemDisk>,
     faults: Arc<DiskFaults>,
+    clock: Arc<ManualClock>,
     env: Env,
 }
 
@@ -38,14 +40,9 @@ fn rig() -> Rig {
     let mem = Arc::new(MemDisk::default());
     let faults = DiskFaults::none();
     let disk: Arc<dyn Disk> = Arc::new(FaultyDisk::new(mem.clone(), faults.clone()));
-    let env = Env::new(
-        disk,
-        Arc::new(ManualClock::new(1_700_000_000_000_000)),
-        Arc::new(MemNet::default()),
-        Arc::new(InlineRuntime),
-        1,
-    );
-    Rig { mem, faults, env }
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    let env = Env::new(disk, clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), 1);
+    Rig { mem, faults, clock, env }
 }
 
 fn cfg() -> StoreConfig {
@@ -409,19 +406,39 @@ fn cached_reads_run_inline_and_uncached_ones_are_refused() {
 }
 
 #[test]
-fn a_commit_counts_its_syncs_and_a_chunk_change_adds_two() {
+fn a_commit_counts_its_syncs_and_times_its_phases() {
     let r = rig();
     let s = Store::open(&r.env, cfg()).unwrap();
-    let syncs = || s.log().commit_syncs();
+    // Every sync takes 250 µs of the manual clock, and nothing else takes any time.
+    let sync = Duration::from_micros(250);
+    *r.faults.slow_syncs.lock().unwrap() = Some(SlowSyncs { clock: r.clock.clone(), by: sync });
+    let phases = |s: &Store| {
+        let ns = |a: &std::sync::atomic::AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        (s.log().commit_stats(), ns(&s.stats.total_stage_ns), ns(&s.stats.total_publish_ns))
+    };
     let mut chunks_seen = s.log().chunks().len();
     for i in 0..40 {
-        let before = syncs();
+        let (before, stage0, publish0) = phases(&s);
+        let t0 = r.clock.monotonic();
         s.append("s", ANY, vec![ev(i, 5_000)]).unwrap();
+        let (after, stage1, publish1) = phases(&s);
         let chunks = s.log().chunks().len();
-        // Data and writer.chk; when the record went to a new chunk, also the completed chunk
-        // and the directory that gained a file.
-        let want = if chunks > chunks_seen { 4 } else { 2 };
-        assert_eq!(syncs() - before, want, "append {i}, {chunks} chunks");
+        // The data phase syncs the chunk; when the record went to a new chunk, also the
+        // completed chunk and the directory that gained a file. Then writer.chk.
+        let data_syncs: u32 = if chunks > chunks_seen { 3 } else { 1 };
+        let at = format!("append {i}, {chunks} chunks");
+        assert_eq!(after.syncs - before.syncs, u64::from(data_syncs) + 1, "{at}");
+        assert_eq!(after.data - before.data, sync * data_syncs, "{at}");
+        assert_eq!(after.checkpoint - before.checkpoint, sync, "{at}");
+        // Staging syncs only when it creates the next chunk (unless that was prepared ahead);
+        // publishing syncs nothing here (no index flush); the phases account for all the time.
+        let (stage, publish) = (stage1 - stage0, publish1 - publish0);
+        if data_syncs == 1 {
+            assert_eq!(stage, Duration::ZERO, "{at}");
+        }
+        assert_eq!(publish, Duration::ZERO, "{at}");
+        let phases = stage + (after.data - before.data) + (after.checkpoint - before.checkpoint) + publish;
+        assert_eq!(phases, r.clock.monotonic() - t0, "{at}");
         chunks_seen = chunks;
     }
     assert!(chunks_seen >= 3, "the appends crossed chunks: {chunks_seen}");

@@ -3,7 +3,7 @@
 //! Three parts:
 //! - [`FaultyDisk`] wraps any [`Disk`] and fails or corrupts operations according to a shared,
 //!   mutable [`DiskFaults`] set of knobs: `EIO` on a chosen sync or write, `ENOSPC` once a byte
-//!   budget is spent, bit flips on read. Tests flip the knobs directly. Every injected fault is
+//!   budget is spent, bit flips on read, syncs that take time on a manual clock. Tests flip the knobs directly. Every injected fault is
 //!   counted, so a test can assert that it actually happened.
 //! - [`seeded`]: [`SeededDisk`], the simulator's disk wrapper, draws its faults (EIO, bit flips,
 //!   lost and misdirected writes, latent sector errors, ENOSPC) from a seeded stream.
@@ -14,7 +14,9 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use annal::env::mem::ManualClock;
 use annal::env::{Disk, File, OpenMode};
 
 pub mod plan;
@@ -42,6 +44,24 @@ pub struct DiskFaults {
     pub injected: AtomicU64,
     /// Bytes read through the disk (to check that start-up does not re-read the log).
     pub bytes_read: AtomicU64,
+    /// A slow disk under a manual clock (None = off).
+    pub slow_syncs: std::sync::Mutex<Option<SlowSyncs>>,
+}
+
+/// Every sync (of a file or a directory) first moves `clock` forward by `by`: a slow disk under a
+/// [`ManualClock`], for tests that time what the node does around its syncs.
+#[derive(Clone)]
+pub struct SlowSyncs {
+    /// The node's clock.
+    pub clock: Arc<ManualClock>,
+    /// How long one sync takes.
+    pub by: Duration,
+}
+
+impl std::fmt::Debug for SlowSyncs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlowSyncs").field("by", &self.by).finish_non_exhaustive()
+    }
 }
 
 impl DiskFaults {
@@ -50,6 +70,13 @@ impl DiskFaults {
         let f = DiskFaults::default();
         f.space_left.store(u64::MAX, Ordering::SeqCst);
         Arc::new(f)
+    }
+
+    /// Lets one sync's time pass (see [`SlowSyncs`]).
+    fn sync_time(&self) {
+        if let Some(slow) = &*self.slow_syncs.lock().unwrap_or_else(|e| e.into_inner()) {
+            slow.clock.advance(slow.by);
+        }
     }
 
     fn countdown(counter: &AtomicU64) -> bool {
@@ -128,6 +155,7 @@ impl File for FaultyFile {
             self.faults.injected.fetch_add(1, Ordering::SeqCst);
             return Err(eio("fsync"));
         }
+        self.faults.sync_time();
         self.inner.sync_data()
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
@@ -158,6 +186,7 @@ impl Disk for FaultyDisk {
             self.faults.injected.fetch_add(1, Ordering::SeqCst);
             return Err(eio("directory fsync"));
         }
+        self.faults.sync_time();
         self.inner.sync_dir(dir)
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

@@ -1,5 +1,7 @@
 //! `GET /stats[/path]`: process, system, drive and store figures
-//! (`shared/reference/http-streams.md` §6.5), refreshed at most once a second.
+//! (`shared/reference/http-streams.md` §6.5). Store figures are read on every request (they are
+//! counters in memory); process, system and drive figures cost system calls, so they are sampled
+//! at most once a second, and rates (CPU) span the last two samples.
 //!
 //! Process and system figures come from the environment ([`crate::env::Runtime::os_stats`];
 //! zeros in simulation), writer and read-index figures from the store, drive space from the disk.
@@ -20,13 +22,24 @@ use super::text::iso8601;
 use super::Api;
 use crate::env::OsStats;
 
-/// How long a snapshot is served before it is taken again.
+/// How long a sample of the system figures is served before it is taken again.
 const REFRESH: Duration = Duration::from_secs(1);
 
-/// Snapshots of `/stats`.
+/// The figures that cost system calls, taken together.
+#[derive(Clone)]
+struct Sample {
+    /// When (monotonic).
+    at: Duration,
+    os: OsStats,
+    /// Total and available bytes of the database's drive.
+    space: Option<(u64, u64)>,
+}
+
+/// Samples of the system figures for `/stats`.
 #[derive(Default)]
 pub struct Stats {
-    last: Mutex<Option<(Duration, OsStats, Arc<Value>)>>,
+    /// The latest sample and the one before it.
+    last: Mutex<Option<(Sample, Option<Sample>)>>,
 }
 
 fn pct(part: f64, whole: f64) -> f64 {
@@ -37,12 +50,13 @@ fn pct(part: f64, whole: f64) -> f64 {
     }
 }
 
-fn build(api: &Api, os: &OsStats, prev: Option<(Duration, &OsStats)>, now: Duration) -> Value {
+fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
     let node = &api.node;
     let s = &node.store.stats;
+    let (os, now) = (&sample.os, sample.at);
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let (since, cpu_before, busy_before, total_before) = match prev {
-        Some((t, p)) => (now.saturating_sub(t), p.cpu_seconds, p.sys_busy_ticks, p.sys_total_ticks),
+        Some(p) => (now.saturating_sub(p.at), p.os.cpu_seconds, p.os.sys_busy_ticks, p.os.sys_total_ticks),
         None => (now, 0.0, 0, 0),
     };
     let cpu = pct(os.cpu_seconds - cpu_before, since.as_secs_f64());
@@ -51,11 +65,14 @@ fn build(api: &Api, os: &OsStats, prev: Option<(Duration, &OsStats)>, now: Durat
         os.sys_total_ticks.saturating_sub(total_before) as f64,
     );
     let uptime = now.as_secs_f64().max(1e-3);
-    let flushes = get(&s.flushes).max(1);
+    let flushes_done = get(&s.flushes);
+    let flushes = flushes_done.max(1);
+    let ms = |ns: u64| ns as f64 / 1e6;
     let log = node.store.log();
+    let commits = log.commit_stats();
     let idx = node.store.index().stats();
     let mut drive = Map::new();
-    if let Some((total, avail)) = node.env.disk.space(&node.config.db) {
+    if let Some((total, avail)) = sample.space {
         let used = total.saturating_sub(avail);
         drive.insert(
             node.config.db.display().to_string(),
@@ -117,7 +134,14 @@ fn build(api: &Api, os: &OsStats, prev: Option<(Duration, &OsStats)>, now: Durat
                 "maxFlushSize": get(&s.max_flush_size),
                 "maxFlushDelayMs": get(&s.max_flush_us) as f64 / 1000.0,
                 "queuedFlushMessages": get(&s.queued),
-                "fsyncs": log.commit_syncs()
+                "fsyncs": commits.syncs,
+                // Where the group commits' time went, summed over all of them: staging, the data
+                // and its sync, writer.chk and its sync, publishing (index, caches, answers).
+                "totalFlushes": flushes_done,
+                "totalStageMs": ms(get(&s.total_stage_ns)),
+                "totalDataSyncMs": commits.data.as_secs_f64() * 1000.0,
+                "totalCheckpointSyncMs": commits.checkpoint.as_secs_f64() * 1000.0,
+                "totalPublishMs": ms(get(&s.total_publish_ns))
             },
             "readIndex": {
                 "cachedRecord": 0,
@@ -164,29 +188,27 @@ fn with_metadata(category: &str, key: &str, v: &Value) -> Value {
 }
 
 impl Stats {
-    async fn current(&self, api: &Arc<Api>) -> Arc<Value> {
-        let now = api.node.env.clock.monotonic();
-        let prev = {
-            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            match last.as_ref() {
-                Some((t, _, v)) if now.saturating_sub(*t) < REFRESH => return v.clone(),
-                Some((t, os, _)) => Some((*t, os.clone())),
-                None => None,
+    async fn current(&self, api: &Arc<Api>) -> Value {
+        let env = &api.node.env;
+        let now = env.clock.monotonic();
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (sample, prev) = match last {
+            Some((latest, prev)) if now.saturating_sub(latest.at) < REFRESH => (latest, prev),
+            last => {
+                let a = api.clone();
+                let sample = env
+                    .blocking(move || {
+                        let node = &a.node;
+                        let os = node.env.rt.os_stats();
+                        Sample { at: now, os, space: node.env.disk.space(&node.config.db) }
+                    })
+                    .await;
+                let prev = last.map(|(latest, _)| latest);
+                *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((sample.clone(), prev.clone()));
+                (sample, prev)
             }
         };
-        let a = api.clone();
-        let (os, tree) = api
-            .node
-            .env
-            .blocking(move || {
-                let os = a.node.env.rt.os_stats();
-                let tree = build(&a, &os, prev.as_ref().map(|(t, o)| (*t, o)), now);
-                (os, tree)
-            })
-            .await;
-        let tree = Arc::new(tree);
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, os, tree.clone()));
-        tree
+        build(api, &sample, prev.as_ref())
     }
 }
 

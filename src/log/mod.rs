@@ -28,6 +28,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -254,6 +255,23 @@ pub struct Log {
     max_body: u32,
     /// Syncs (file data, directory, `writer.chk`) the writer's commits have made.
     commit_syncs: AtomicU64,
+    /// Nanoseconds the writer's commits spent on their data and on `writer.chk`.
+    commit_data_ns: AtomicU64,
+    commit_checkpoint_ns: AtomicU64,
+}
+
+/// What the writer's commits have cost so far (for `/stats`): each commit first makes its
+/// records durable (the data phase), then moves `writer.chk` (the checkpoint phase).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Syncs made: each chunk's data, the directory when a chunk was added, `writer.chk`. A
+    /// group commit normally makes two.
+    pub syncs: u64,
+    /// Time in the data phase: writing the staged records out and syncing the chunk (at a chunk
+    /// change also the completed chunk and the directory).
+    pub data: Duration,
+    /// Time in the checkpoint phase: writing and syncing `writer.chk` (and writing `chaser.chk`).
+    pub checkpoint: Duration,
 }
 
 impl Log {
@@ -313,6 +331,8 @@ impl Log {
             poisoned: AtomicBool::new(false),
             max_body,
             commit_syncs: AtomicU64::new(0),
+            commit_data_ns: AtomicU64::new(0),
+            commit_checkpoint_ns: AtomicU64::new(0),
         });
         let mut report = RecoveryReport { chunks: latest.len(), ..RecoveryReport::default() };
         let writer_pos = log.recover(&latest, &mut report)?;
@@ -580,10 +600,14 @@ impl Log {
         &self.cfg.dir
     }
 
-    /// Syncs the writer's commits have made so far (each chunk's data, the directory when a
-    /// chunk was added, `writer.chk`), for statistics: a group commit normally makes two.
-    pub fn commit_syncs(&self) -> u64 {
-        self.commit_syncs.load(Ordering::Relaxed)
+    /// What the writer's commits have cost so far.
+    pub fn commit_stats(&self) -> CommitStats {
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        CommitStats {
+            syncs: self.commit_syncs.load(Ordering::Relaxed),
+            data: ns(&self.commit_data_ns),
+            checkpoint: ns(&self.commit_checkpoint_ns),
+        }
     }
 
     /// Whether an earlier failure poisoned the writer.
@@ -1230,6 +1254,8 @@ impl LogWriter {
     }
 
     fn commit_inner(&mut self) -> Result<u64, LogError> {
+        let clock = self.log.env.clock.clone();
+        let started = clock.monotonic();
         self.write_buffer()?;
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
         let ack_before_fsync = crate::buggify::bug(crate::buggify::Bug::AckBeforeFsync);
@@ -1251,6 +1277,7 @@ impl LogWriter {
             c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
             syncs.fetch_add(1, Ordering::Relaxed);
         }
+        let synced = clock.monotonic();
         let cps = &self.log.checkpoints;
         cps.writer
             .write_durable(self.pos as i64)
@@ -1263,6 +1290,10 @@ impl LogWriter {
         if let Err(e) = cps.chaser.write(self.pos as i64) {
             tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
         }
+        let moved = clock.monotonic();
+        let ns = |d: Duration| d.as_nanos().try_into().unwrap_or(u64::MAX);
+        self.log.commit_data_ns.fetch_add(ns(synced.saturating_sub(started)), Ordering::Relaxed);
+        self.log.commit_checkpoint_ns.fetch_add(ns(moved.saturating_sub(synced)), Ordering::Relaxed);
         Ok(self.pos)
     }
 

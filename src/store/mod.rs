@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -337,6 +338,13 @@ pub struct WriterStats {
     pub total_flush_us: AtomicU64,
     /// Longest commit (µs).
     pub max_flush_us: AtomicU64,
+    /// Nanoseconds groups spent being staged: deciding every operation against the stream
+    /// states and encoding its records (the log's [`CommitStats`](crate::log::CommitStats) has
+    /// the data and checkpoint phases that follow).
+    pub total_stage_ns: AtomicU64,
+    /// Nanoseconds groups spent being published once durable: the index, the caches, the
+    /// committed position and every caller's answer.
+    pub total_publish_ns: AtomicU64,
     /// Operations waiting for a leader right now.
     pub queued: AtomicU64,
     /// Records read from the log.
@@ -747,10 +755,11 @@ impl Store {
             self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
             taken
         };
-        let started = self.env.clock.monotonic();
+        let clock = &self.env.clock;
+        let started = clock.monotonic();
         let ops: Vec<&WriteOp> = batch.iter().map(|p| &p.op).collect();
-        let results = self.commit_group(&ops);
-        let took = (self.env.clock.monotonic() - started).as_micros() as u64;
+        let (results, staged, committed) = self.commit_group(&ops);
+        let took = (clock.monotonic() - started).as_micros() as u64;
         let s = &self.stats;
         s.flushes.fetch_add(1, Ordering::Relaxed);
         s.last_flush_size.store(batch.len() as u64, Ordering::Relaxed);
@@ -762,9 +771,14 @@ impl Store {
         for (p, r) in batch.into_iter().zip(results) {
             p.tx.done(r);
         }
+        let ns = |d: Duration| d.as_nanos().try_into().unwrap_or(u64::MAX);
+        s.total_stage_ns.fetch_add(ns(staged.saturating_sub(started)), Ordering::Relaxed);
+        s.total_publish_ns.fetch_add(ns(clock.monotonic().saturating_sub(committed)), Ordering::Relaxed);
     }
 
-    fn commit_group(&self, ops: &[&WriteOp]) -> Vec<Result<WriteResult, WriteError>> {
+    /// Stages, commits and publishes one group; also returns when staging ended and when the
+    /// commit did (monotonic), for the writer's phase statistics.
+    fn commit_group(&self, ops: &[&WriteOp]) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration) {
         let mut w = lock(&self.writer);
         let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
         let mut staged =
@@ -784,12 +798,14 @@ impl Store {
                 break;
             }
         }
+        let staged_at = self.env.clock.monotonic();
         let commit = if staged_any || self.log.is_poisoned() {
             w.commit().map_err(StorageError::from)
         } else {
             Ok(self.log.committed())
         };
         drop(w);
+        let committed_at = self.env.clock.monotonic();
         let mut out = Vec::with_capacity(ops.len());
         match commit {
             Ok(pos) => {
@@ -836,7 +852,7 @@ impl Store {
                 out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));
             }
         }
-        out
+        (out, staged_at, committed_at)
     }
 
     /// Current state of `name`, as it will be after the staged operations of this group.
