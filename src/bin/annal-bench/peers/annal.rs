@@ -8,7 +8,7 @@ use std::process::{Child, Command};
 
 use bytes::Bytes;
 
-use super::{Driver, Subscriber};
+use super::{CommitCounts, Driver, Subscriber};
 use crate::gen::{self, BoxFut, Op};
 use crate::http::{self, Client};
 
@@ -82,13 +82,25 @@ impl Driver for Annal {
     fn server_pid(&self) -> u32 {
         self.child.id()
     }
-    fn commit_counts(&self) -> BoxFut<'_, Option<(u64, u64)>> {
+    fn commit_counts(&self) -> BoxFut<'_, Option<CommitCounts>> {
         Box::pin(async move {
             let mut c = Client::connect(self.addr).await.ok()?;
             let r = c.request(::http::Method::GET, "/stats/es", &[], Bytes::new()).await.ok()?;
             let es: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
-            let writes = es["queue"]["storageWriterQueue"]["totalItemsProcessed"].as_u64()?;
-            Some((writes, es["writer"]["fsyncs"].as_u64()?))
+            let w = &es["writer"];
+            let ms = |k: &str| w[k].as_f64();
+            Some(CommitCounts {
+                writes: es["queue"]["storageWriterQueue"]["totalItemsProcessed"].as_u64()?,
+                groups: w["totalFlushes"].as_u64()?,
+                fsyncs: w["fsyncs"].as_u64()?,
+                phase_ms: [
+                    ms("totalStageMs")?,
+                    ms("totalDataSyncMs")?,
+                    ms("totalCheckpointSyncMs")?,
+                    ms("totalPublishMs")?,
+                ],
+                span_s: 0.0,
+            })
         })
     }
     fn append_ops<'a>(

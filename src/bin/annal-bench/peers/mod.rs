@@ -32,6 +32,10 @@
 //! hold), once with what Annal's commits covered in that row (its `/stats` count writes and
 //! fsyncs), which says how much of the disk's fsync rate it used. The CPU-bound one is the cores
 //! divided by the server's plus the generator's CPU per event, for every system.
+//!
+//! A last table says where Annal's commit thread spent each append row: writes and syncs per
+//! group commit, and its time per group staging, writing and syncing the data, writing and
+//! syncing `writer.chk`, and publishing, from the counters its `/stats` keeps.
 
 pub mod annal;
 pub mod nats;
@@ -88,13 +92,64 @@ pub trait Driver: Send + Sync {
     fn all_read(&self, page: usize) -> BoxFut<'_, Result<Option<Box<dyn Op>>, String>>;
     /// A live subscriber to `stream` from its start; `Ok(None)` when not supported here.
     fn subscribe<'a>(&'a self, stream: &'a str) -> BoxFut<'a, Result<Option<Box<dyn Subscriber>>, String>>;
-    /// The server's own counts of committed writes and of the fsyncs its commits made so far,
-    /// when it reports them (`None` otherwise): how many writes one fsync covered.
-    fn commit_counts(&self) -> BoxFut<'_, Option<(u64, u64)>> {
+    /// The server's own counts of its group commits so far, when it reports them (`None`
+    /// otherwise).
+    fn commit_counts(&self) -> BoxFut<'_, Option<CommitCounts>> {
         Box::pin(async { None })
     }
     /// Stops the server and removes its data.
     fn stop(&mut self);
+}
+
+/// A server's own counts of its group commits (Annal's `/stats`): since it started, or (after
+/// [`CommitCounts::since`]) over one row.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitCounts {
+    /// Writes committed.
+    pub writes: u64,
+    /// Group commits.
+    pub groups: u64,
+    /// Syncs the commits made.
+    pub fsyncs: u64,
+    /// The commit thread's milliseconds in each phase: staging the group, writing and syncing
+    /// its data, writing and syncing `writer.chk`, publishing (index, caches, answers).
+    pub phase_ms: [f64; 4],
+    /// Wall seconds the counts span (over a row only).
+    pub span_s: f64,
+}
+
+impl CommitCounts {
+    /// Phase names, in `phase_ms` order.
+    pub const PHASES: [&'static str; 4] =
+        ["stage", "data write + sync", "writer.chk write + sync", "publish"];
+
+    /// The counts between `before` and these, which were read `span_s` seconds later.
+    fn since(&self, before: &CommitCounts, span_s: f64) -> CommitCounts {
+        CommitCounts {
+            writes: self.writes.saturating_sub(before.writes),
+            groups: self.groups.saturating_sub(before.groups),
+            fsyncs: self.fsyncs.saturating_sub(before.fsyncs),
+            phase_ms: std::array::from_fn(|i| self.phase_ms[i] - before.phase_ms[i]),
+            span_s,
+        }
+    }
+
+    /// Writes one fsync covered.
+    pub fn per_fsync(&self) -> Option<f64> {
+        (self.fsyncs > 0).then(|| self.writes as f64 / self.fsyncs as f64)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        let phases: Vec<_> =
+            Self::PHASES.iter().zip(self.phase_ms).map(|(p, ms)| json!({ "phase": p, "ms": ms })).collect();
+        json!({
+            "writes": self.writes,
+            "groups": self.groups,
+            "fsyncs": self.fsyncs,
+            "span_s": self.span_s,
+            "phase_ms": phases,
+        })
+    }
 }
 
 /// A live subscription.
@@ -143,9 +198,9 @@ pub struct Row {
     /// With several rounds: the lowest and highest Annal ratio of a round (Annal and this peer
     /// measured in the same round), so a reader sees how far one host's noise moves the median.
     pub ratio_range: Option<(f64, f64)>,
-    /// Writes committed per fsync over the row, warm-up included, from the server's own counts
-    /// (workload 1 at 64 connections, servers that report them).
-    pub per_fsync: Option<f64>,
+    /// The server's own group-commit counts over the row, warm-up included (append rows of
+    /// servers that report them).
+    pub commits: Option<CommitCounts>,
 }
 
 /// One system's results.
@@ -328,21 +383,21 @@ fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
     let n = by_round.len() + 1;
     for (k, o) in last.iter_mut().enumerate() {
         for wi in 0..WORKLOADS.len() {
-            let mut got: Vec<(Measured, Option<f64>)> = by_round
+            let mut got: Vec<(Measured, Option<CommitCounts>)> = by_round
                 .iter()
                 .filter_map(|r| r.get(k))
                 .chain(std::iter::once(&*o))
-                .filter_map(|o| o.rows.get(wi).and_then(|r| Some((r.m.clone()?, r.per_fsync))))
+                .filter_map(|o| o.rows.get(wi).and_then(|r| Some((r.m.clone()?, r.commits))))
                 .collect();
             if got.is_empty() {
                 continue;
             }
             let key = |m: &Measured| if wi == 7 { m.pct_ms(0.5) } else { m.rate() };
             got.sort_by(|a, b| key(&a.0).total_cmp(&key(&b.0)));
-            let (median, per_fsync) = got.swap_remove(got.len() / 2);
+            let (median, commits) = got.swap_remove(got.len() / 2);
             if let Some(row) = o.rows.get_mut(wi) {
                 row.m = Some(median);
-                row.per_fsync = per_fsync;
+                row.commits = commits;
                 row.note = format!("median of {} of {n} rounds", got.len() + 1);
             }
         }
@@ -411,24 +466,20 @@ async fn start(name: &str, dir: &Path) -> Result<Box<dyn Driver>, String> {
 async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let cpu = || d.cpu_secs();
     let mut rows = Vec::new();
-    let mut push = |workload: &str, r: Result<Measured, String>| {
+    let mut push = |workload: &str, r: Result<(Measured, Option<CommitCounts>), String>| {
         let row = match r {
             // Every connection failed at once: the row shows why.
-            Ok(m) if m.events == 0 && m.first_error.is_some() => Row {
+            Ok((m, _)) if m.events == 0 && m.first_error.is_some() => Row {
                 ratio_range: None,
                 workload: workload.into(),
                 m: None,
                 note: format!("failed: {}", m.first_error.unwrap_or_default()),
-                per_fsync: None,
+                commits: None,
             },
-            Ok(m) => Row {
-                workload: workload.into(),
-                note: String::new(),
-                m: Some(m),
-                ratio_range: None,
-                per_fsync: None,
-            },
-            Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None, per_fsync: None },
+            Ok((m, commits)) => {
+                Row { workload: workload.into(), note: String::new(), m: Some(m), ratio_range: None, commits }
+            }
+            Err(e) => Row { workload: workload.into(), m: None, note: e, ratio_range: None, commits: None },
         };
         match &row.m {
             Some(m) => eprintln!(
@@ -443,34 +494,25 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
         rows.push(row);
     };
     let run_id = crate::http::unique() % 1_000_000;
-    // Writes per fsync of the 64-connection row, from the server's own counts.
-    let mut c64_per_fsync = None;
+    // An append row, with the server's own commit counts over it where it reports them.
+    let appends = |prefix: String, conns: usize, streams_each: usize, batch: usize| async move {
+        let ops = d.append_ops(&prefix, conns, streams_each, batch).await?;
+        let before = d.commit_counts().await;
+        let t = Instant::now();
+        let m = gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await;
+        let span_s = t.elapsed().as_secs_f64();
+        let commits = match (before, d.commit_counts().await) {
+            (Some(b), Some(a)) => Some(a.since(&b, span_s)),
+            _ => None,
+        };
+        Ok((m, commits))
+    };
     for (i, conns) in [1usize, 16, 64].into_iter().enumerate() {
-        let r = async {
-            let ops = d.append_ops(&format!("a{run_id}c{conns}"), conns, 1, 1).await?;
-            let before = if conns == 64 { d.commit_counts().await } else { None };
-            let m = gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await;
-            if let (Some((w0, f0)), Some((w1, f1))) = (before, d.commit_counts().await) {
-                c64_per_fsync = (f1 > f0).then(|| (w1 - w0) as f64 / (f1 - f0) as f64);
-            }
-            Ok(m)
-        }
-        .await;
-        push(WORKLOADS[i], r);
+        push(WORKLOADS[i], appends(format!("a{run_id}c{conns}"), conns, 1, 1).await);
     }
-    let r = async {
-        let ops = d.append_ops(&format!("b{run_id}"), 4, 1, 100).await?;
-        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
-    }
-    .await;
-    push(WORKLOADS[3], r);
-    let r = async {
-        let conns = 16;
-        let ops = d.append_ops(&format!("r{run_id}"), conns, plan.random_streams / conns, 1).await?;
-        Ok(gen::closed_loop_cpu(ops, plan.warmup, plan.window, Some(&cpu)).await)
-    }
-    .await;
-    push(WORKLOADS[4], r);
+    push(WORKLOADS[3], appends(format!("b{run_id}"), 4, 1, 100).await);
+    let conns = 16;
+    push(WORKLOADS[4], appends(format!("r{run_id}"), conns, plan.random_streams / conns, 1).await);
     let stream = format!("read{run_id}");
     let t = Instant::now();
     let pre = d.preload(&stream, plan.read_len).await;
@@ -478,24 +520,21 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     let r = async {
         pre?;
         let op = d.stream_read(&stream, plan.read_len, 100).await?;
-        Ok(gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await)
+        Ok((gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await, None))
     }
     .await;
     push(WORKLOADS[5], r);
     match d.all_read(1000).await {
         Ok(Some(op)) => {
             let m = gen::closed_loop_cpu(vec![op], plan.warmup, plan.window, Some(&cpu)).await;
-            push(WORKLOADS[6], Ok(m))
+            push(WORKLOADS[6], Ok((m, None)))
         }
         Ok(None) => push(WORKLOADS[6], Err("n/a: no global order".into())),
         Err(e) => push(WORKLOADS[6], Err(e)),
     }
     let r = subscription(d, plan, &format!("sub{run_id}")).await;
-    push(WORKLOADS[7], r);
+    push(WORKLOADS[7], r.map(|m| (m, None)));
     let _ = name;
-    if let Some(row) = rows.get_mut(2) {
-        row.per_fsync = c64_per_fsync;
-    }
     rows
 }
 
@@ -669,7 +708,7 @@ pub fn markdown(
         ));
         // The same formula with the events per fsync Annal reached there (its own counts): how
         // much of the disk's fsync rate its commits used.
-        if let Some(e) = annal.and_then(|o| o.rows.get(2)).and_then(|r| r.per_fsync) {
+        if let Some(e) = annal.and_then(|o| o.rows.get(2)).and_then(|r| r.commits?.per_fsync()) {
             let ceiling = f * e;
             s.push_str(&format!(
                 "With the events per fsync Annal reached in that row ({e:.1}, from its /stats: writes committed ÷ fsyncs; each group commit syncs the chunk's data, then writer.chk): {f:.0} × {e:.1} = {ceiling:.0} events/s; Annal reached {:.0} ({:.0}%).\n",
@@ -703,6 +742,34 @@ pub fn markdown(
         s.push_str(&format!(
             "\nCPU-bound ceiling of workload 1 at 64 connections: {cores:.0} cores ÷ (server + generator CPU seconds per event).\n\n| system | server + generator CPU s / M events | ceiling, events/s | reached | share |\n|---|---:|---:|---:|---:|\n{}",
             cpu_rows.concat()
+        ));
+    }
+    // Where Annal's commit thread spent its time in each append row.
+    let commit_rows: Vec<String> = annal
+        .map(|o| {
+            o.rows
+                .iter()
+                .filter_map(|r| {
+                    let c = r.commits.filter(|c| c.groups > 0)?;
+                    let per_group = |ms: f64| ms * 1000.0 / c.groups as f64;
+                    let busy_ms: f64 = c.phase_ms.iter().sum();
+                    Some(format!(
+                        "| {} | {:.1} | {:.2} | {} | {:.0}% |\n",
+                        r.workload,
+                        c.writes as f64 / c.groups as f64,
+                        c.fsyncs as f64 / c.groups as f64,
+                        c.phase_ms.map(|ms| format!("{:.0}", per_group(ms))).join(" | "),
+                        100.0 * busy_ms / (c.span_s * 1000.0).max(1e-9),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !commit_rows.is_empty() {
+        s.push_str(&format!(
+            "\nAnnal's group commits in each append row (its /stats, warm-up included): writes and syncs per group, the commit thread's µs per group in each phase, and the share of the row's wall time that thread was busy (near 100%: the commit cycle is the bottleneck).\n\n| workload | writes per group | syncs per group | {} | commit thread busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n{}",
+            CommitCounts::PHASES.map(|p| format!("{p}, µs")).join(" | "),
+            commit_rows.concat()
         ));
     }
     // The ratio matrix.
@@ -807,7 +874,8 @@ fn to_json(
                     "errors": m.errors,
                     "first_error": m.first_error,
                     "annal_ratio_range_over_rounds": r.ratio_range.map(|(lo, hi)| [lo, hi]),
-                    "writes_per_fsync": r.per_fsync,
+                    "writes_per_fsync": r.commits.and_then(|c| c.per_fsync()),
+                    "group_commits": r.commits.map(|c| c.to_json()),
                 }),
                 None => json!({ "workload": r.workload, "not_measured": r.note }),
             }).collect::<Vec<_>>(),
