@@ -3,8 +3,9 @@
 //! Three parts:
 //! - [`FaultyDisk`] wraps any [`Disk`] and fails or corrupts operations according to a shared,
 //!   mutable [`DiskFaults`] set of knobs: `EIO` on a chosen sync or write, `ENOSPC` once a byte
-//!   budget is spent, bit flips on read, syncs that take time on a manual clock. Tests flip the knobs directly. Every injected fault is
-//!   counted, so a test can assert that it actually happened.
+//!   budget is spent, bit flips on read, syncs that take time on a manual clock. Tests flip the
+//!   knobs directly. Every injected fault is counted, so a test can assert that it actually
+//!   happened.
 //! - [`seeded`]: [`SeededDisk`], the simulator's disk wrapper, draws its faults (EIO, bit flips,
 //!   lost and misdirected writes, latent sector errors, ENOSPC) from a seeded stream.
 //! - [`plan`]: [`FaultPlan`], derived from a seed: which fault kinds a run has (swarm testing),
