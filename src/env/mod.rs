@@ -139,6 +139,13 @@ pub trait Disk: Send + Sync {
     }
 }
 
+/// Adds the time between two monotonic readings (`to` - `from`) to a counter of nanoseconds, for
+/// statistics.
+pub fn add_elapsed(counter: &std::sync::atomic::AtomicU64, from: Duration, to: Duration) {
+    let ns = u64::try_from(to.saturating_sub(from).as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Monotonic and wall-clock time.
 pub trait Clock: Send + Sync {
     /// Time since the environment started; never decreases.

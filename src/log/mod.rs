@@ -1254,8 +1254,7 @@ impl LogWriter {
     }
 
     fn commit_inner(&mut self) -> Result<u64, LogError> {
-        let clock = self.log.env.clock.clone();
-        let started = clock.monotonic();
+        let started = self.log.env.clock.monotonic();
         self.write_buffer()?;
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
         let ack_before_fsync = crate::buggify::bug(crate::buggify::Bug::AckBeforeFsync);
@@ -1277,7 +1276,7 @@ impl LogWriter {
             c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
             syncs.fetch_add(1, Ordering::Relaxed);
         }
-        let synced = clock.monotonic();
+        let synced = self.log.env.clock.monotonic();
         let cps = &self.log.checkpoints;
         cps.writer
             .write_durable(self.pos as i64)
@@ -1290,10 +1289,9 @@ impl LogWriter {
         if let Err(e) = cps.chaser.write(self.pos as i64) {
             tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
         }
-        let moved = clock.monotonic();
-        let ns = |d: Duration| d.as_nanos().try_into().unwrap_or(u64::MAX);
-        self.log.commit_data_ns.fetch_add(ns(synced.saturating_sub(started)), Ordering::Relaxed);
-        self.log.commit_checkpoint_ns.fetch_add(ns(moved.saturating_sub(synced)), Ordering::Relaxed);
+        let moved = self.log.env.clock.monotonic();
+        crate::env::add_elapsed(&self.log.commit_data_ns, started, synced);
+        crate::env::add_elapsed(&self.log.commit_checkpoint_ns, synced, moved);
         Ok(self.pos)
     }
 

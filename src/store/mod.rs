@@ -771,9 +771,8 @@ impl Store {
         for (p, r) in batch.into_iter().zip(results) {
             p.tx.done(r);
         }
-        let ns = |d: Duration| d.as_nanos().try_into().unwrap_or(u64::MAX);
-        s.total_stage_ns.fetch_add(ns(staged.saturating_sub(started)), Ordering::Relaxed);
-        s.total_publish_ns.fetch_add(ns(clock.monotonic().saturating_sub(committed)), Ordering::Relaxed);
+        crate::env::add_elapsed(&s.total_stage_ns, started, staged);
+        crate::env::add_elapsed(&s.total_publish_ns, committed, clock.monotonic());
     }
 
     /// Stages, commits and publishes one group; also returns when staging ended and when the
