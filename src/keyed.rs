@@ -101,7 +101,7 @@ mod tests {
         ];
         let hashes: HashSet<u64> = inputs.iter().map(|i| hash(a, i.as_slice())).collect();
         assert_eq!(hashes.len(), inputs.len());
-        // Event ids one bit apart land in different buckets of a small table.
+        // 16-byte keys one bit apart land in different buckets of a small table.
         let low: HashSet<u64> = (0..64u32)
             .map(|bit| {
                 let mut id = [0u8; 16];

@@ -454,6 +454,15 @@ fn entry_out(ev: &ResolvedEvent, embed: Embed, resolve: bool) -> EntryOut<'_> {
     out
 }
 
+/// Appends `v` as a JSON string that needs no escapes: a UUID or a formatted timestamp (hex digits,
+/// digits, `-`, `:`, `.`, `T`, `Z`).
+fn plain_str(out: &mut Vec<u8>, v: &str) {
+    debug_assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-:.".contains(&b)), "{v}");
+    out.push(b'"');
+    out.extend_from_slice(v.as_bytes());
+    out.push(b'"');
+}
+
 /// Appends the decimal form of `v`.
 fn push_int(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 20];
@@ -533,14 +542,10 @@ impl Pretty {
         self.string(v);
     }
 
-    /// A string field whose value needs no escapes (a UUID, a formatted timestamp: hex digits,
-    /// digits, `-`, `:`, `.`, `T`, `Z`).
+    /// A string field whose value needs no escapes (see [`plain_str`]).
     fn plain_str_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &str) {
-        debug_assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-:.".contains(&b)), "{v}");
         self.key(indent, first, key);
-        self.out.push(b'"');
-        self.out.extend_from_slice(v.as_bytes());
-        self.out.push(b'"');
+        plain_str(&mut self.out, v);
     }
 
     fn raw_field(&mut self, indent: usize, first: &mut bool, key: &str, v: &[u8]) {
@@ -723,9 +728,8 @@ impl Pretty {
         uri.clear();
         event_uri_into(&mut uri, base, &e.stream, e.number);
         self.str_field(indent, f, "id", &uri);
-        let mut stamps = std::mem::take(&mut self.stamps);
-        self.plain_str_field(indent, f, "updated", stamps.format(e.updated_us));
-        self.stamps = stamps;
+        self.key(indent, f, "updated");
+        plain_str(&mut self.out, self.stamps.format(e.updated_us));
         self.author(indent, f);
         self.str_field(indent, f, "summary", e.summary);
         if let Some(c) = &e.content {
