@@ -1,7 +1,7 @@
 //! The HTTP API, wire-compatible with EventStoreDB v5 HTTP clients
 //! (`shared/reference/http-streams.md`).
 //!
-//! One hyper HTTP/1.1 connection task per client, over the [`Conn`]s of the Env
+//! One HTTP/1.1 connection task per client ([`wire`]), over the [`Conn`]s of the Env
 //! seam. Every request goes through the v5 pipeline in [`Api::handle`]: authentication, routing,
 //! `OPTIONS`, method, body type (415), reply type (406), route level (401), then the handler,
 //! bounded by a request timeout (408). Store calls block, so handlers run them through
@@ -17,7 +17,7 @@
 //! `docs/compatibility.md`.
 //!
 //! Shutdown: the listener stops accepting as soon as shutdown is requested; open connections
-//! finish the request in flight (hyper's graceful shutdown) and long polls return early.
+//! finish the request in flight and long polls return early.
 
 pub mod admin;
 pub mod authn;
@@ -34,20 +34,17 @@ pub mod stats;
 pub mod streams;
 pub mod text;
 pub mod users;
+pub mod wire;
 pub mod writes;
 pub mod xml;
 
-use std::convert::Infallible;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Method, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
 use self::media::NegotiationError;
 use self::reply::Reply;
@@ -134,63 +131,54 @@ pub async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
 
 async fn connection(api: Arc<Api>, conn: Box<dyn Conn>, peer: SocketAddr) {
     api.connections.fetch_add(1, Ordering::Relaxed);
-    let svc_api = api.clone();
-    let svc = hyper::service::service_fn(move |req| {
-        let api = svc_api.clone();
-        async move { Ok::<_, Infallible>(api.handle(req).await) }
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(64 * 1024);
-    let conn = builder.serve_connection(TokioIo::new(conn), svc);
-    tokio::pin!(conn);
     let mut stop = api.node.shutdown_requested();
-    let r = tokio::select! {
-        biased;
-        r = conn.as_mut() => r,
-        _ = stopped(&mut stop) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = r {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
-    }
+    wire::serve(&api, conn, &mut stop).await;
+    tracing::trace!(%peer, "connection closed");
     api.connections.fetch_sub(1, Ordering::Relaxed);
 }
 
 impl Api {
-    /// Answers one request.
-    pub async fn handle(self: Arc<Self>, req: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
-        let (parts, body) = req.into_parts();
-        let Some(segs) = router::segments(parts.uri.path()) else {
-            return Reply::bad_request("Invalid URL encoding").into_response("");
+    /// The largest body any route takes: the connection reads bodies up to this before the
+    /// request is handled; each route then applies its own limit ([`Req::read_body`]).
+    pub fn body_limit(&self) -> usize {
+        self.node.config.max_append_bytes.max(users::BODY_MAX)
+    }
+
+    /// Answers one request: the reply and the `Access-Control-Allow-Methods` value of its URL.
+    pub async fn handle(self: Arc<Self>, req: wire::Request) -> (Reply, Cow<'static, str>) {
+        let Some(segs) = router::segments(&req.path) else {
+            return (Reply::bad_request("Invalid URL encoding"), Cow::Borrowed(""));
         };
         let routes = router::routes(&segs);
         let allow = router::allow_header(&routes);
-        let principal = match parts.headers.get(http::header::AUTHORIZATION) {
+        (self.pipeline(req, routes).await, allow)
+    }
+
+    /// The v5 pipeline after routing: authentication, `OPTIONS`, method, body type, reply type,
+    /// route level, then the handler within the request timeout.
+    async fn pipeline(self: Arc<Self>, req: wire::Request, routes: Vec<(Method, Route)>) -> Reply {
+        let wire::Request { method, path, query: raw_query, headers, body } = req;
+        let principal = match headers.get(http::header::AUTHORIZATION) {
             None => None,
             Some(v) => match authn::authenticate(&self, v.as_bytes()).await {
                 Ok(p) => Some(p),
-                Err(reply) => return reply.into_response(&allow),
+                Err(reply) => return reply,
             },
         };
         if routes.is_empty() {
-            return Reply::status(StatusCode::NOT_FOUND, "Not Found").into_response("");
+            return Reply::status(StatusCode::NOT_FOUND, "Not Found");
         }
-        if parts.method == Method::OPTIONS {
-            return Reply::status(StatusCode::OK, "OK").into_response(&allow);
+        if method == Method::OPTIONS {
+            return Reply::status(StatusCode::OK, "OK");
         }
-        let Some((_, route)) = routes.into_iter().find(|(m, _)| *m == parts.method) else {
-            return Reply::status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response(&allow);
+        let Some((_, route)) = routes.into_iter().find(|(m, _)| *m == method) else {
+            return Reply::status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
         };
         if route.name().is_some_and(|n| !router::name_ok(n)) {
-            return Reply::bad_request("Invalid stream name").into_response(&allow);
+            return Reply::bad_request("Invalid stream name");
         }
         let spec = route.spec();
-        let ct = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let ct = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
         let body_media = if spec.accepts.is_empty() {
             None
         } else {
@@ -201,13 +189,12 @@ impl Api {
                         StatusCode::UNSUPPORTED_MEDIA_TYPE,
                         "Invalid or missing Content-Type",
                     )
-                    .into_response(&allow)
                 }
             }
         };
-        let query = request::parse_query(parts.uri.query());
+        let query = request::parse_query(raw_query.as_deref());
         let format = query.iter().find(|(k, _)| k.eq_ignore_ascii_case("format")).map(|(_, v)| v.as_str());
-        let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let accept = headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
         let (media, how) = if spec.produces.is_empty() {
             (media::Media::TextPlain, media::How::Default)
         } else {
@@ -218,23 +205,22 @@ impl Api {
                         StatusCode::NOT_ACCEPTABLE,
                         "Requested URI is not available in requested format",
                     )
-                    .into_response(&allow)
                 }
                 Err(NegotiationError::UnknownFormat(f)) => {
-                    return Reply::bad_request(format!("Unknown format: {f}")).into_response(&allow)
+                    return Reply::bad_request(format!("Unknown format: {f}"))
                 }
             }
         };
         if !authn::level_ok(principal.as_ref(), spec.level) {
-            return Reply::unauthorized().into_response(&allow);
+            return Reply::unauthorized();
         }
         let mut req = Req {
-            base: request::base_url(&parts.headers, self.local),
-            method: parts.method,
-            path: parts.uri.path().to_owned(),
-            raw_query: parts.uri.query().map(str::to_owned),
+            base: request::base_url(&headers, self.local),
+            method,
+            path,
+            raw_query,
             query,
-            headers: parts.headers,
+            headers,
             body: Some(body),
             principal,
             media,
@@ -244,12 +230,11 @@ impl Api {
         let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
         let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);
         let deadline = self.node.env.rt.sleep(limit);
-        let reply = tokio::select! {
+        tokio::select! {
             biased;
             r = self.dispatch(route, &mut req) => r,
             _ = deadline => Reply::status(StatusCode::REQUEST_TIMEOUT, "Server was unable to handle request in time"),
-        };
-        reply.into_response(&allow)
+        }
     }
 
     async fn dispatch(self: &Arc<Self>, route: Route, req: &mut Req) -> Reply {

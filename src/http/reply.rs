@@ -9,7 +9,6 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::StatusCode;
-use http_body_util::Full;
 
 use super::media::Media;
 
@@ -91,38 +90,42 @@ impl Reply {
         self
     }
 
-    /// The hyper response, with the headers every reply carries. `allow` is the
-    /// `Access-Control-Allow-Methods` value (empty for unrouted URLs).
-    pub fn into_response(self, allow: &str) -> http::Response<Full<Bytes>> {
-        let mut resp = http::Response::new(Full::new(self.body));
-        *resp.status_mut() = self.status;
-        // Room for the extra headers and the six every reply carries, without regrowing.
-        *resp.headers_mut() = http::HeaderMap::with_capacity(self.headers.len() + 6);
-        let h = resp.headers_mut();
-        for (k, v) in self.headers {
-            h.append(k, v);
+    /// The reason phrase: the reply's own reduced to visible ASCII (at most 512 bytes, anything
+    /// else becomes `?`, so no input can break the status line), else the canonical one.
+    pub fn write_reason(&self, out: &mut Vec<u8>) {
+        match &self.reason {
+            Some(r) => {
+                out.extend(r.bytes().take(512).map(|b| if (0x20..0x7f).contains(&b) { b } else { b'?' }))
+            }
+            None => out.extend_from_slice(self.status.canonical_reason().unwrap_or("Unknown").as_bytes()),
+        }
+    }
+
+    /// The header lines (`name: value\r\n`) of the reply: its own headers, then `Content-Type`
+    /// and the headers every reply carries. `allow` is the `Access-Control-Allow-Methods` value
+    /// (empty for unrouted URLs).
+    pub fn write_fields(&self, allow: &str, out: &mut Vec<u8>) {
+        let mut field = |name: &[u8], value: &[u8]| {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        };
+        for (k, v) in &self.headers {
+            field(k.as_str().as_bytes(), v.as_bytes());
         }
         if let Some(media) = self.content_type {
-            h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(media.content_type()));
+            field(b"content-type", media.content_type().as_bytes());
         }
-        h.insert(
-            http::header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_str(allow).unwrap_or(HeaderValue::from_static("")),
-        );
-        h.insert(http::header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
-        h.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-        h.insert(http::header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
+        // Allow lists are built from method names; anything else would not be a valid value.
+        let allow = if allow.bytes().all(|b| (0x20..0x7f).contains(&b)) { allow } else { "" };
+        field(b"access-control-allow-methods", allow.as_bytes());
+        field(b"access-control-allow-headers", ALLOW_HEADERS.as_bytes());
+        field(b"access-control-allow-origin", b"*");
+        field(b"access-control-expose-headers", EXPOSE_HEADERS.as_bytes());
         if self.status == StatusCode::UNAUTHORIZED {
-            h.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(WWW_AUTHENTICATE));
+            field(b"www-authenticate", WWW_AUTHENTICATE.as_bytes());
         }
-        if let Some(reason) = self.reason.filter(|r| self.status.canonical_reason() != Some(r)) {
-            let clean: Vec<u8> =
-                reason.bytes().take(512).map(|b| if (0x20..0x7f).contains(&b) { b } else { b'?' }).collect();
-            if let Ok(r) = hyper::ext::ReasonPhrase::try_from(clean) {
-                resp.extensions_mut().insert(r);
-            }
-        }
-        resp
     }
 }
 
@@ -132,13 +135,22 @@ mod tests {
 
     #[test]
     fn reasons_are_sanitised_and_cors_always_present() {
-        let r = Reply::bad_request("bad\r\nX-Evil: 1 é").into_response("GET, OPTIONS");
-        let phrase = r.extensions().get::<hyper::ext::ReasonPhrase>().unwrap();
-        assert_eq!(phrase.as_bytes(), b"bad??X-Evil: 1 ??");
-        assert_eq!(r.headers()["access-control-allow-origin"], "*");
-        assert!(r.headers().get("content-type").is_none());
-        let r = Reply::unauthorized().into_response("");
-        assert_eq!(r.headers()["www-authenticate"], WWW_AUTHENTICATE);
-        assert!(r.extensions().get::<hyper::ext::ReasonPhrase>().is_none());
+        let text = |r: &Reply, allow: &str| {
+            let mut out = Vec::new();
+            r.write_reason(&mut out);
+            out.extend_from_slice(b"|");
+            r.write_fields(allow, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let t = text(&Reply::bad_request("bad\r\nX-Evil: 1 é"), "GET, OPTIONS");
+        assert!(t.starts_with("bad??X-Evil: 1 ??|"), "{t}");
+        assert!(t.contains("access-control-allow-origin: *\r\n"), "{t}");
+        assert!(t.contains("access-control-allow-methods: GET, OPTIONS\r\n"), "{t}");
+        assert!(!t.contains("content-type") && !t.contains("www-authenticate"), "{t}");
+        let t = text(&Reply::unauthorized(), "");
+        assert!(t.starts_with("Unauthorized|"), "{t}");
+        assert!(t.contains(&format!("www-authenticate: {WWW_AUTHENTICATE}\r\n")), "{t}");
+        let t = text(&Reply::body(StatusCode::OK, Media::Json, "{}"), "");
+        assert!(t.starts_with("OK|") && t.contains("content-type: application/json"), "{t}");
     }
 }

@@ -1,20 +1,13 @@
 //! A request as handlers see it: the caller, the negotiated reply type, the `ES-` headers parsed
 //! with v5's reason phrases, a bounded body, and the base URL links are built from.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 
 use super::media::{How, Media};
 use super::reply::Reply;
+use super::wire::Body;
 use crate::auth::Principal;
-use crate::env::Env;
-
-/// Longest a client may take to send a request body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A request in flight.
 pub struct Req {
@@ -28,8 +21,8 @@ pub struct Req {
     pub query: Vec<(String, String)>,
     /// Headers.
     pub headers: HeaderMap,
-    /// The body, until read.
-    pub body: Option<Incoming>,
+    /// The body, until taken.
+    pub body: Option<Body>,
     /// The authenticated caller (`None`: anonymous).
     pub principal: Option<Principal>,
     /// `scheme://host[:port][/prefix]` of links.
@@ -198,8 +191,9 @@ impl Req {
         format!("{}{}", self.base, self.path)
     }
 
-    /// Reads the body: at most `limit` bytes (413 beyond) within [`BODY_TIMEOUT`] (408).
-    pub async fn read_body(&mut self, env: &Env, limit: usize) -> Result<Bytes, Reply> {
+    /// Takes the body: at most `limit` bytes (413 beyond). The connection read it before the
+    /// request was handled ([`super::wire`]), within its timeout.
+    pub fn read_body(&mut self, limit: usize) -> Result<Bytes, Reply> {
         let too_large = || {
             Reply::status(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body larger than {limit} bytes"))
         };
@@ -207,27 +201,11 @@ impl Req {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large());
         }
-        let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
-        let mut collect = std::pin::pin!(Limited::new(body, limit).collect());
-        // A body that came with the headers (the usual case) needs no timer.
-        let first = std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))
-        })
-        .await;
-        let r = match first {
-            std::task::Poll::Ready(r) => r,
-            std::task::Poll::Pending => tokio::select! {
-                biased;
-                r = collect => r,
-                _ = env.rt.sleep(BODY_TIMEOUT) => {
-                    return Err(Reply::status(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"))
-                }
-            },
-        };
-        match r {
-            Ok(c) => Ok(c.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(_) => Err(Reply::bad_request("Could not read the request body")),
+        match self.body.take() {
+            None => Ok(Bytes::new()),
+            Some(Body::TooLarge) => Err(too_large()),
+            Some(Body::Full(b)) if b.len() > limit => Err(too_large()),
+            Some(Body::Full(b)) => Ok(b),
         }
     }
 }

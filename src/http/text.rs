@@ -20,6 +20,32 @@ fn civil(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// `secs` (Unix time) as an HTTP-date (IMF-fixdate, RFC 9110 §5.6.7), e.g.
+/// `Sun, 06 Nov 1994 08:49:37 GMT`; years outside 0..=9999 are clamped.
+pub fn http_date(secs: i64) -> [u8; 29] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, mo, d) = civil(days);
+    let y = y.clamp(0, 9999) as u32;
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    out[..3].copy_from_slice(DAYS[days.rem_euclid(7) as usize]);
+    let two = |out: &mut [u8; 29], at: usize, v: u32| {
+        out[at] = b'0' + (v / 10 % 10) as u8;
+        out[at + 1] = b'0' + (v % 10) as u8;
+    };
+    two(&mut out, 5, d);
+    out[8..11].copy_from_slice(MONTHS[(mo - 1) as usize]);
+    two(&mut out, 12, y / 100);
+    two(&mut out, 14, y % 100);
+    two(&mut out, 17, (sod / 3600) as u32);
+    two(&mut out, 20, (sod / 60 % 60) as u32);
+    two(&mut out, 23, (sod % 60) as u32);
+    out
+}
+
 fn stamp(us: i64, zone: &str) -> String {
     let secs = us.div_euclid(1_000_000);
     let micros = us.rem_euclid(1_000_000);
@@ -328,5 +354,13 @@ mod tests {
         let mut s = String::new();
         json_to_xml("data", &serde_json::json!({"a": [1, 2], "b c": "<x>"}), &mut s);
         assert_eq!(s, "<data><a>1</a><a>2</a><b_c>&lt;x&gt;</b_c></data>");
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(&http_date(0), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(&http_date(784_111_777), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(&http_date(1_795_338_092), b"Sun, 22 Nov 2026 09:01:32 GMT");
+        assert_eq!(&http_date(-1), b"Wed, 31 Dec 1969 23:59:59 GMT");
     }
 }

@@ -16,7 +16,7 @@ use super::Api;
 use crate::auth::{UserError, UserRecord};
 
 /// Largest users request body.
-const BODY_MAX: usize = 64 * 1024;
+pub const BODY_MAX: usize = 64 * 1024;
 
 // Message type ids (opaque to clients; stable within this server).
 const MSG_LIST: i64 = 1201;
@@ -87,8 +87,8 @@ async fn run<T: Send + 'static>(
     api.node.env.blocking(move || f(&a)).await
 }
 
-async fn body(api: &Api, req: &mut Req) -> Result<Map<String, Value>, Reply> {
-    let b = req.read_body(&api.node.env, BODY_MAX).await?;
+fn body(req: &mut Req) -> Result<Map<String, Value>, Reply> {
+    let b = req.read_body(BODY_MAX)?;
     let v = match req.body_media {
         Some(Media::TextXml) => {
             let text = std::str::from_utf8(&b).map_err(|_| Reply::bad_request("Invalid request body"))?;
@@ -184,7 +184,7 @@ pub async fn current(api: &Arc<Api>, req: &mut Req) -> Reply {
 
 /// `POST /users`.
 pub async fn create(api: &Arc<Api>, req: &mut Req) -> Reply {
-    let m = match body(api, req).await {
+    let m = match body(req) {
         Ok(m) => m,
         Err(r) => return r,
     };
@@ -209,7 +209,7 @@ pub async fn create(api: &Arc<Api>, req: &mut Req) -> Reply {
 
 /// `PUT /users/{login}`.
 pub async fn update(api: &Arc<Api>, req: &mut Req, login: String) -> Reply {
-    let m = match body(api, req).await {
+    let m = match body(req) {
         Ok(m) => m,
         Err(r) => return r,
     };
@@ -235,7 +235,7 @@ pub async fn set_disabled(api: &Arc<Api>, req: &mut Req, login: String, disabled
 
 /// `…/command/reset-password`.
 pub async fn reset_password(api: &Arc<Api>, req: &mut Req, login: String) -> Reply {
-    let m = match body(api, req).await {
+    let m = match body(req) {
         Ok(m) => m,
         Err(r) => return r,
     };
@@ -250,7 +250,7 @@ pub async fn reset_password(api: &Arc<Api>, req: &mut Req, login: String) -> Rep
 
 /// `…/command/change-password`.
 pub async fn change_password(api: &Arc<Api>, req: &mut Req, login: String) -> Reply {
-    let m = match body(api, req).await {
+    let m = match body(req) {
         Ok(m) => m,
         Err(r) => return r,
     };
