@@ -465,21 +465,10 @@ fn plain_str(out: &mut Vec<u8>, v: &str) {
 
 /// Appends the decimal form of `v`.
 fn push_int(out: &mut Vec<u8>, v: i64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
     if v < 0 {
         out.push(b'-');
     }
-    out.extend_from_slice(&buf[at..]);
+    super::text::push_decimal(out, v.unsigned_abs());
 }
 
 /// A pretty-printed JSON writer producing exactly serde_json's `to_vec_pretty` layout (two

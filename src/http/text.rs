@@ -20,6 +20,22 @@ fn civil(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Appends the decimal digits of `n` (no allocation: bodies' lengths and event numbers are written
+/// for every reply and feed entry).
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
 /// `secs` (Unix time) as an HTTP-date (IMF-fixdate, RFC 9110 §5.6.7), e.g.
 /// `Sun, 06 Nov 1994 08:49:37 GMT`; years outside 0..=9999 are clamped.
 pub fn http_date(secs: i64) -> [u8; 29] {
@@ -354,6 +370,16 @@ mod tests {
         let mut s = String::new();
         json_to_xml("data", &serde_json::json!({"a": [1, 2], "b c": "<x>"}), &mut s);
         assert_eq!(s, "<data><a>1</a><a>2</a><b_c>&lt;x&gt;</b_c></data>");
+    }
+
+    #[test]
+    fn decimals() {
+        let mut out = Vec::new();
+        for n in [0, 7, 10, 1234, u64::MAX] {
+            push_decimal(&mut out, n);
+            out.push(b' ');
+        }
+        assert_eq!(out, b"0 7 10 1234 18446744073709551615 ");
     }
 
     #[test]

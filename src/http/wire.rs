@@ -550,7 +550,7 @@ pub fn encode(
         || reply.status == StatusCode::NOT_MODIFIED;
     if !bodiless {
         out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa(reply.body.len() as u64, &mut [0u8; 20]));
+        super::text::push_decimal(out, reply.body.len() as u64);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"date: ");
@@ -569,19 +569,6 @@ pub fn encode(
         None
     } else {
         Some(reply.body.clone())
-    }
-}
-
-/// `n` in decimal, written into the end of `buf`.
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
     }
 }
 
