@@ -85,8 +85,7 @@ async fn bodies_over_the_limit_get_413_unread_and_the_connection_closes() {
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!((all[0].status, all[0].reason.as_str()), (413, "Request body larger than 4096 bytes"));
     assert_eq!(all[0].header("connection"), Some("close"));
-    // Chunked: the connection reads up to the largest body any route takes, the route applies
-    // its own limit.
+    // Chunked, growing past the route's limit: the rest is not read.
     let chunk = |c: char, n: usize| format!("{n:x}\r\n{}\r\n", c.to_string().repeat(n));
     let req = format!(
         "POST /streams/big HTTP/1.1\r\nhost: h\r\nconnection: close\r\ncontent-type: {EVENTS_JSON}\r\ntransfer-encoding: chunked\r\n\r\n{}{}0\r\n\r\n",
@@ -96,8 +95,8 @@ async fn bodies_over_the_limit_get_413_unread_and_the_connection_closes() {
     let all = responses(&s.raw(req.as_bytes()).await);
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].status, 413, "{all:?}");
-    // Past that, the rest is not read; the client's unread bytes do not reset the reply away.
-    let limit = annal::http::users::BODY_MAX;
+    // Far past it: the client's unread bytes do not reset the reply away.
+    let limit = 4096;
     let req = format!(
         "POST /streams/big HTTP/1.1\r\nhost: h\r\ncontent-type: {EVENTS_JSON}\r\ntransfer-encoding: chunked\r\n\r\n{}{}",
         chunk('x', limit - 10),
@@ -119,6 +118,31 @@ async fn bodies_over_the_limit_get_413_unread_and_the_connection_closes() {
     assert_eq!(r.status, 201, "{r:?}");
     let page = s.get("/streams/big", &[("accept", "application/json")]).await.json();
     assert_eq!(page["entries"].as_array().map(Vec::len), Some(1), "only the accepted append: {page}");
+}
+
+/// Each route reads bodies only up to its own limit: a route that takes no body reads a small
+/// one and drops it (the connection stays in step), and leaves a longer one unread, answering and
+/// then closing; the users routes stop at their 64 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_route_reads_bodies_up_to_its_own_limit() {
+    let s = start_with(|_| {}).await;
+    let small = "GET /ping HTTP/1.1\r\nhost: h\r\naccept: application/json\r\ncontent-length: 10\r\n\r\n\
+                 0123456789GET /ping HTTP/1.1\r\nhost: h\r\naccept: application/json\r\nconnection: close\r\n\r\n";
+    let all = responses(&s.raw(small.as_bytes()).await);
+    assert_eq!(all.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 200], "{all:?}");
+    let big = annal::http::IGNORED_BODY_MAX + 1;
+    let req = format!(
+        "GET /ping HTTP/1.1\r\nhost: h\r\naccept: application/json\r\ncontent-length: {big}\r\n\r\n{}\
+         GET /ping HTTP/1.1\r\nhost: h\r\n\r\n",
+        "x".repeat(big)
+    );
+    let all = responses(&s.raw(req.as_bytes()).await);
+    assert_eq!(all.len(), 1, "the second request is never read: {all:?}");
+    assert_eq!((all[0].status, all[0].header("connection")), (200, Some("close")), "{all:?}");
+    let body = format!("{{\"loginName\":\"u\",\"fullName\":\"{}\",\"password\":\"p\"}}", "n".repeat(70_000));
+    let r = s.post("/users/", "application/json", &[support::ADMIN], body.as_bytes()).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(s.get("/users/u", &[support::ADMIN]).await.status, 404, "nothing was created");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

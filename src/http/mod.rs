@@ -137,20 +137,56 @@ async fn connection(api: Arc<Api>, conn: Box<dyn Conn>, peer: SocketAddr) {
     api.connections.fetch_sub(1, Ordering::Relaxed);
 }
 
+/// Bodies of routes that take none are read (and dropped) up to this size, so the connection
+/// stays in step; a longer one is left unread and the connection closes after the reply.
+pub const IGNORED_BODY_MAX: usize = 64 * 1024;
+
+/// A request's path resolved to its routes, before its body is read.
+pub struct Routed {
+    /// The routes of the path, by method; `None` when the path is not valid percent-encoding.
+    routes: Option<Vec<(Method, Route)>>,
+    /// The path's `Access-Control-Allow-Methods` value.
+    allow: Cow<'static, str>,
+}
+
 impl Api {
-    /// The largest body any route takes: the connection reads bodies up to this before the
-    /// request is handled; each route then applies its own limit ([`Req::read_body`]).
-    pub fn body_limit(&self) -> usize {
-        self.node.config.max_append_bytes.max(users::BODY_MAX)
+    /// Resolves `path` to its routes.
+    pub fn route(&self, path: &str) -> Routed {
+        match router::segments(path) {
+            None => Routed { routes: None, allow: Cow::Borrowed("") },
+            Some(segs) => {
+                let routes = router::routes(&segs);
+                Routed { allow: router::allow_header(&routes), routes: Some(routes) }
+            }
+        }
     }
 
-    /// Answers one request: the reply and the `Access-Control-Allow-Methods` value of its URL.
-    pub async fn handle(self: Arc<Self>, req: wire::Request) -> (Reply, Cow<'static, str>) {
-        let Some(segs) = router::segments(&req.path) else {
-            return (Reply::bad_request("Invalid URL encoding"), Cow::Borrowed(""));
+    /// The largest body the route of `method` takes: the connection reads a body up to this
+    /// before the request is handled, and leaves a longer one unread ([`wire::Body::TooLarge`]:
+    /// 413 from the route, then the connection closes).
+    pub fn body_limit(&self, routed: &Routed, method: &Method) -> usize {
+        let route = routed.routes.iter().flatten().find(|(m, _)| m == method).map(|(_, r)| r);
+        match route {
+            Some(Route::Append(_) | Route::Incoming(..) | Route::MetadataPost(_)) => {
+                self.node.config.max_append_bytes
+            }
+            Some(
+                Route::UserCreate
+                | Route::UserUpdate(_)
+                | Route::UserResetPassword(_)
+                | Route::UserChangePassword(_),
+            ) => users::BODY_MAX,
+            _ => IGNORED_BODY_MAX,
+        }
+    }
+
+    /// Answers one request of a path resolved by [`Api::route`]: the reply and the
+    /// `Access-Control-Allow-Methods` value of its URL.
+    pub async fn handle(self: Arc<Self>, req: wire::Request, routed: Routed) -> (Reply, Cow<'static, str>) {
+        let Routed { routes, allow } = routed;
+        let Some(routes) = routes else {
+            return (Reply::bad_request("Invalid URL encoding"), allow);
         };
-        let routes = router::routes(&segs);
-        let allow = router::allow_header(&routes);
         (self.pipeline(req, routes).await, allow)
     }
 

@@ -193,7 +193,7 @@ impl Req {
 
     /// Takes the body: at most `limit` bytes (413 beyond). The connection read it before the
     /// request was handled ([`super::wire`]), within its timeout.
-    pub fn read_body(&mut self, limit: usize) -> Result<Bytes, Reply> {
+    pub fn take_body(&mut self, limit: usize) -> Result<Bytes, Reply> {
         let too_large = || {
             Reply::status(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body larger than {limit} bytes"))
         };

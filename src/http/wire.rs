@@ -16,10 +16,10 @@
 //!   a malformed head or ambiguous framing (`Content-Length` with `Transfer-Encoding`, differing
 //!   lengths, a final coding other than `chunked`) gets 400, another coding before `chunked` 501.
 //!   Each closes the connection: the next request's start is unknown.
-//! - A body (`Content-Length` or chunked) is read whole, up to the caller's limit, within
-//!   [`BODY_TIMEOUT`] (else 408 and close). A longer body is not read: the request is handled
-//!   with [`Body::TooLarge`] (handlers that read it answer 413) and the connection closes after
-//!   the reply.
+//! - A body (`Content-Length` or chunked) is read whole, up to its route's limit
+//!   ([`Api::body_limit`]), within [`BODY_TIMEOUT`] (else 408 and close). A longer body is not
+//!   read: the request is handled with [`Body::TooLarge`] (handlers that read it answer 413) and
+//!   the connection closes after the reply.
 //! - `Expect: 100-continue` gets an interim `100 Continue` before the body is waited for.
 //! - HTTP/1.0 closes after the reply unless it asked for keep-alive; `Connection: close` closes
 //!   after the reply.
@@ -153,7 +153,8 @@ pub async fn serve(api: &Arc<Api>, conn: Box<dyn Conn>, stop: &mut tokio::sync::
             }
         };
         first = false;
-        let limit = api.body_limit();
+        let routed = api.route(&head.path);
+        let limit = api.body_limit(&routed, &head.method);
         let body = match wire.read_body(api, &head, limit).await {
             Ok(b) => b,
             Err(Refused::Closed) => break,
@@ -168,7 +169,7 @@ pub async fn serve(api: &Arc<Api>, conn: Box<dyn Conn>, stop: &mut tokio::sync::
         let head_only = head.method == Method::HEAD;
         let req =
             Request { method: head.method, path: head.path, query: head.query, headers: head.headers, body };
-        let (reply, allow) = api.clone().handle(req).await;
+        let (reply, allow) = api.clone().handle(req, routed).await;
         let stopping = *stop.borrow();
         let close = close || stopping;
         let wall = api.node.env.clock.wall_micros();
