@@ -79,7 +79,7 @@ async fn post_inner(api: &Arc<Api>, req: &mut Req, stream: String) -> Result<Rep
     let id = writes::header_event_id(req)?;
     let expected = req.expected_version()?;
     req.require_master()?;
-    let body = req.take_body(api.node.config.max_append_bytes)?;
+    let body = req.take_body()?;
     let events = writes::events(shape, body, id, Some("$metadata".into()))?;
     if matches!(shape, Shape::JsonBatch | Shape::XmlBatch) && events.is_empty() {
         return Err(Reply::bad_request("Write request body invalid."));

@@ -191,21 +191,16 @@ impl Req {
         format!("{}{}", self.base, self.path)
     }
 
-    /// Takes the body: at most `limit` bytes (413 beyond). The connection read it before the
-    /// request was handled ([`super::wire`]), within its timeout.
-    pub fn take_body(&mut self, limit: usize) -> Result<Bytes, Reply> {
-        let too_large = || {
-            Reply::status(StatusCode::PAYLOAD_TOO_LARGE, format!("Request body larger than {limit} bytes"))
-        };
-        let declared = self.header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|n| n > limit as u64) {
-            return Err(too_large());
-        }
+    /// Takes the body. The connection read it before the request was handled, up to the route's
+    /// limit ([`super::Api::body_limit`]) and within its timeout; a longer body is 413.
+    pub fn take_body(&mut self) -> Result<Bytes, Reply> {
         match self.body.take() {
             None => Ok(Bytes::new()),
-            Some(Body::TooLarge) => Err(too_large()),
-            Some(Body::Full(b)) if b.len() > limit => Err(too_large()),
             Some(Body::Full(b)) => Ok(b),
+            Some(Body::TooLarge(limit)) => Err(Reply::status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body larger than {limit} bytes"),
+            )),
         }
     }
 }

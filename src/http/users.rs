@@ -88,7 +88,7 @@ async fn run<T: Send + 'static>(
 }
 
 fn body(req: &mut Req) -> Result<Map<String, Value>, Reply> {
-    let b = req.take_body(BODY_MAX)?;
+    let b = req.take_body()?;
     let v = match req.body_media {
         Some(Media::TextXml) => {
             let text = std::str::from_utf8(&b).map_err(|_| Reply::bad_request("Invalid request body"))?;

@@ -65,8 +65,8 @@ const INLINE_BODY: usize = 16 * 1024;
 pub enum Body {
     /// The whole body (empty when the request had none).
     Full(Bytes),
-    /// Longer than the limit; not read.
-    TooLarge,
+    /// Longer than its route's limit (the field); not read.
+    TooLarge(usize),
 }
 
 /// One request, head and body.
@@ -164,7 +164,7 @@ pub async fn serve(api: &Arc<Api>, conn: Box<dyn Conn>, stop: &mut tokio::sync::
             }
         };
         // A body over the limit was left unread: the next request's start is unknown.
-        let unread = matches!(body, Body::TooLarge);
+        let unread = matches!(body, Body::TooLarge(_));
         let close = !head.keep_alive || unread;
         let head_only = head.method == Method::HEAD;
         let req =
@@ -263,7 +263,7 @@ impl Wire {
         const LATE: &str = "Request body not received in time";
         if head.expect_continue && self.buf.is_empty() && head.framing != Framing::Length(0) {
             if matches!(head.framing, Framing::Length(n) if n > limit as u64) {
-                return Ok(Body::TooLarge);
+                return Ok(Body::TooLarge(limit));
             }
             self.conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
             self.conn.flush().await?;
@@ -271,7 +271,7 @@ impl Wire {
         match head.framing {
             Framing::Length(n) => {
                 if n > limit as u64 {
-                    return Ok(Body::TooLarge);
+                    return Ok(Body::TooLarge(limit));
                 }
                 let n = n as usize;
                 while self.buf.len() < n {
@@ -300,7 +300,7 @@ impl Wire {
                         return Ok(Body::Full(body.freeze()));
                     }
                     if body.len() as u64 + size > limit as u64 {
-                        return Ok(Body::TooLarge);
+                        return Ok(Body::TooLarge(limit));
                     }
                     let size = size as usize;
                     while self.buf.len() < size + 2 {

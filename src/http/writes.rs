@@ -300,7 +300,7 @@ async fn append_inner(
     }
     let expected = req.expected_version()?;
     req.require_master()?;
-    let body = req.take_body(api.node.config.max_append_bytes)?;
+    let body = req.take_body()?;
     let events = events(shape, body, id, event_type)?;
     Ok(write(api, req, stream, expected, events).await)
 }
