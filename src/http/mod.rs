@@ -24,6 +24,7 @@ pub mod authn;
 pub mod batch;
 pub mod errors;
 pub mod feed;
+pub mod headers;
 pub mod media;
 pub mod metadata;
 pub mod node_info;
@@ -194,9 +195,9 @@ impl Api {
     /// route level, then the handler within the request timeout.
     async fn pipeline(self: Arc<Self>, req: wire::Request, routes: Vec<(Method, Route)>) -> Reply {
         let wire::Request { method, path, query: raw_query, headers, body } = req;
-        let principal = match headers.get(http::header::AUTHORIZATION) {
+        let principal = match headers.get("authorization") {
             None => None,
-            Some(v) => match authn::authenticate(&self, v.as_bytes()).await {
+            Some(v) => match authn::authenticate(&self, v).await {
                 Ok(p) => Some(p),
                 Err(reply) => return reply,
             },
@@ -214,7 +215,7 @@ impl Api {
             return Reply::bad_request("Invalid stream name");
         }
         let spec = route.spec();
-        let ct = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let ct = headers.get_str("content-type");
         let body_media = if spec.accepts.is_empty() {
             None
         } else {
@@ -230,7 +231,7 @@ impl Api {
         };
         let query = request::parse_query(raw_query.as_deref());
         let format = query.iter().find(|(k, _)| k.eq_ignore_ascii_case("format")).map(|(_, v)| v.as_str());
-        let accept = headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let accept = headers.get_str("accept");
         let (media, how) = if spec.produces.is_empty() {
             (media::Media::TextPlain, media::How::Default)
         } else {

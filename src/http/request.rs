@@ -2,8 +2,9 @@
 //! with v5's reason phrases, a bounded body, and the base URL links are built from.
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use http::{Method, StatusCode};
 
+use super::headers::Headers;
 use super::media::{How, Media};
 use super::reply::Reply;
 use super::wire::Body;
@@ -20,7 +21,7 @@ pub struct Req {
     /// Decoded query pairs.
     pub query: Vec<(String, String)>,
     /// Headers.
-    pub headers: HeaderMap,
+    pub headers: Headers,
     /// The body, until taken.
     pub body: Option<Body>,
     /// The authenticated caller (`None`: anonymous).
@@ -53,22 +54,23 @@ fn host_ok(h: &str) -> bool {
 
 /// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1). One pass over the
 /// headers (the first value of each name counts, blank values are absent): every request needs it.
-pub fn base_url(headers: &HeaderMap, local: std::net::SocketAddr) -> String {
+pub fn base_url(headers: &Headers, local: std::net::SocketAddr) -> String {
     // host, x-forwarded-proto, -host, -port, -prefix
     let mut got: [Option<&str>; 5] = [None; 5];
-    for (k, v) in headers {
-        let slot = match k.as_str() {
-            "host" => 0,
-            n => match n.strip_prefix("x-forwarded-") {
-                Some("proto") => 1,
-                Some("host") => 2,
-                Some("port") => 3,
-                Some("prefix") => 4,
+    for (k, v) in headers.iter() {
+        let slot = if k.eq_ignore_ascii_case(b"host") {
+            0
+        } else {
+            match strip_prefix_ci(k, b"x-forwarded-") {
+                Some(n) if n.eq_ignore_ascii_case(b"proto") => 1,
+                Some(n) if n.eq_ignore_ascii_case(b"host") => 2,
+                Some(n) if n.eq_ignore_ascii_case(b"port") => 3,
+                Some(n) if n.eq_ignore_ascii_case(b"prefix") => 4,
                 _ => continue,
-            },
+            }
         };
         if got[slot].is_none() {
-            got[slot] = Some(std::str::from_utf8(v.as_bytes()).map(str::trim).unwrap_or(""));
+            got[slot] = Some(std::str::from_utf8(v).map(str::trim).unwrap_or(""));
         }
     }
     let got = got.map(|v| v.filter(|v| !v.is_empty()));
@@ -107,29 +109,37 @@ pub fn base_url(headers: &HeaderMap, local: std::net::SocketAddr) -> String {
     out
 }
 
+/// `name` without `prefix`, matched in any letter case.
+fn strip_prefix_ci<'a>(name: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    match name.split_at_checked(prefix.len()) {
+        Some((head, rest)) if head.eq_ignore_ascii_case(prefix) => Some(rest),
+        _ => None,
+    }
+}
+
 impl Req {
     /// A header as text (`None` when absent or not UTF-8).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        self.headers.get_str(name)
     }
 
     /// An `ES-` header, falling back to its `Kurrent-` twin; `alt` is an accepted misspelling.
-    /// `name` and `alt` are lowercase, as header names are once parsed. One pass over the
-    /// headers, without building names: it runs several times for every request.
+    /// `name` and `alt` are matched in any letter case. One pass over the headers: it runs
+    /// several times for every request.
     pub fn es_header(&self, name: &str, alt: Option<&str>) -> Option<&str> {
         // The first value of each accepted name, in order of preference: es-name, es-alt, kurrent-name.
-        let mut first: [Option<&http::HeaderValue>; 3] = [None; 3];
-        for (k, v) in &self.headers {
-            let k = k.as_str();
-            let rank = match (k.strip_prefix("es-"), k.strip_prefix("kurrent-")) {
-                (Some(rest), _) if rest == name => 0,
-                (Some(rest), _) if Some(rest) == alt => 1,
-                (_, Some(rest)) if rest == name => 2,
+        let mut first: [Option<&[u8]>; 3] = [None; 3];
+        let is = |rest: &[u8], want: &str| rest.eq_ignore_ascii_case(want.as_bytes());
+        for (k, v) in self.headers.iter() {
+            let rank = match (strip_prefix_ci(k, b"es-"), strip_prefix_ci(k, b"kurrent-")) {
+                (Some(rest), _) if is(rest, name) => 0,
+                (Some(rest), _) if alt.is_some_and(|a| is(rest, a)) => 1,
+                (_, Some(rest)) if is(rest, name) => 2,
                 _ => continue,
             };
             first[rank].get_or_insert(v);
         }
-        first.into_iter().flatten().next().and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        first.into_iter().flatten().next().and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// A `True`/`False` header (case-insensitive); anything else is 400 `<Name> header in wrong format.`.
@@ -210,10 +220,7 @@ mod tests {
     use super::*;
 
     fn req_with(headers: &[(&str, &str)]) -> Req {
-        let mut h = HeaderMap::new();
-        for (k, v) in headers {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
-        }
+        let h = Headers::from_pairs(headers);
         Req {
             method: Method::POST,
             path: "/streams/s".into(),
@@ -240,7 +247,7 @@ mod tests {
         let r = req_with(&[("kurrent-requiremaster", "k"), ("ES-RequiresMaster", "alt")]);
         assert_eq!(r.es_header("requiremaster", Some("requiresmaster")), Some("alt"));
         assert_eq!(r.es_header("requiremaster", None), Some("k"));
-        // The first value of a repeated header wins, as `HeaderMap::get` gives it.
+        // The first value of a repeated header wins.
         let r = req_with(&[("ES-ExpectedVersion", "1"), ("ES-ExpectedVersion", "2"), ("ES-Other", "x")]);
         assert_eq!(r.es_header("expectedversion", None), Some("1"));
         assert_eq!(r.expected_version().ok(), Some(1));
@@ -254,29 +261,24 @@ mod tests {
     #[test]
     fn base_urls() {
         let local: std::net::SocketAddr = "127.0.0.1:2113".parse().unwrap();
-        let mut h = HeaderMap::new();
-        assert_eq!(base_url(&h, local), "http://127.0.0.1:2113");
-        h.insert("host", "h:2113".parse().unwrap());
-        assert_eq!(base_url(&h, local), "http://h:2113");
-        h.insert("x-forwarded-port", "8080".parse().unwrap());
-        h.insert("x-forwarded-proto", "https".parse().unwrap());
-        h.insert("x-forwarded-prefix", "/es/".parse().unwrap());
-        assert_eq!(base_url(&h, local), "https://h:8080/es");
-        h.insert("host", "evil\"<>".parse().unwrap());
-        h.remove("x-forwarded-port");
-        assert_eq!(base_url(&h, local), "https://127.0.0.1:2113/es");
+        let url = |pairs: &[(&str, &str)]| base_url(&Headers::from_pairs(pairs), local);
+        assert_eq!(url(&[]), "http://127.0.0.1:2113");
+        assert_eq!(url(&[("Host", "h:2113")]), "http://h:2113");
+        let fwd =
+            [("x-forwarded-port", "8080"), ("X-Forwarded-Proto", "https"), ("x-forwarded-prefix", "/es/")];
+        assert_eq!(url(&[&[("host", "h:2113")][..], &fwd].concat()), "https://h:8080/es");
+        assert_eq!(url(&[("host", "evil\"<>"), fwd[1], fwd[2]]), "https://127.0.0.1:2113/es");
         // The first of repeated headers counts; the forwarded host wins over Host; a forwarded
         // port replaces the host's own, brackets of an IPv6 host kept.
-        let mut h = HeaderMap::new();
-        h.append("x-forwarded-host", "[::1]:9, other".parse().unwrap());
-        h.append("x-forwarded-host", "second".parse().unwrap());
-        h.insert("host", "h".parse().unwrap());
-        h.insert("x-forwarded-proto", "HTTPS".parse().unwrap());
-        assert_eq!(base_url(&h, local), "https://[::1]:9");
-        h.insert("x-forwarded-port", "7".parse().unwrap());
-        h.insert("x-forwarded-prefix", " ".parse().unwrap());
-        assert_eq!(base_url(&h, local), "https://[::1]:7");
-        h.insert("x-forwarded-host", "[::1]".parse().unwrap());
-        assert_eq!(base_url(&h, local), "https://[::1]:7");
+        let h = [
+            ("x-forwarded-host", "[::1]:9, other"),
+            ("X-Forwarded-Host", "second"),
+            ("host", "h"),
+            ("x-forwarded-proto", "HTTPS"),
+        ];
+        assert_eq!(url(&h), "https://[::1]:9");
+        let more = [("x-forwarded-port", "7"), ("x-forwarded-prefix", " ")];
+        assert_eq!(url(&[&h[..], &more].concat()), "https://[::1]:7");
+        assert_eq!(url(&[("x-forwarded-host", "[::1]"), h[2], h[3], more[0], more[1]]), "https://[::1]:7");
     }
 }

@@ -31,10 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::headers::Headers;
 use super::reply::Reply;
 use super::{stopped, Api, HEADER_READ_TIMEOUT};
 use crate::env::{BoxFuture, Conn};
@@ -78,7 +78,7 @@ pub struct Request {
     /// Raw query string, without the `?`.
     pub query: Option<String>,
     /// Headers.
-    pub headers: HeaderMap,
+    pub headers: Headers,
     /// Body.
     pub body: Body,
 }
@@ -95,7 +95,7 @@ struct Head {
     method: Method,
     path: String,
     query: Option<String>,
-    headers: HeaderMap,
+    headers: Headers,
     framing: Framing,
     keep_alive: bool,
     /// HTTP/1.0 asking for keep-alive: the reply says so.
@@ -404,8 +404,9 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Refused> {
     let v11 = req.version == Some(1);
     let (path, query) = split_target(req.path.unwrap_or("")).ok_or_else(|| bad("Bad request target"))?;
     let base = buf.as_ptr() as usize;
-    // Header values are kept as slices of the head; names and spans are collected first.
-    let mut spans: Vec<(HeaderName, usize, usize)> = Vec::with_capacity(req.headers.len());
+    let at = |part: &[u8]| part.as_ptr() as usize - base;
+    // Header names and values are kept as spans of the head (see `Headers`).
+    let mut spans = Vec::with_capacity(req.headers.len());
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut codings = 0usize;
@@ -413,9 +414,10 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Refused> {
     let mut keep_alive = false;
     let mut expect_continue = false;
     for h in req.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad("Bad header name"))?;
+        let name = h.name.as_bytes();
+        let is = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
         let v = trim(h.value);
-        if name == http::header::CONTENT_LENGTH {
+        if is("content-length") {
             for part in v.split(|&b| b == b',') {
                 let n = parse_digits(trim(part)).ok_or_else(|| bad("Bad Content-Length"))?;
                 if length.is_some_and(|l| l != n) {
@@ -423,7 +425,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Refused> {
                 }
                 length = Some(n);
             }
-        } else if name == http::header::TRANSFER_ENCODING {
+        } else if is("transfer-encoding") {
             for part in v.split(|&b| b == b',').map(trim).filter(|p| !p.is_empty()) {
                 if chunked {
                     return Err(bad("Transfer-Encoding after chunked"));
@@ -431,16 +433,16 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Refused> {
                 codings += 1;
                 chunked = part.eq_ignore_ascii_case(b"chunked");
             }
-        } else if name == http::header::CONNECTION {
+        } else if is("connection") {
             for token in v.split(|&b| b == b',').map(trim) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
-        } else if name == http::header::EXPECT {
+        } else if is("expect") {
             expect_continue |= v.eq_ignore_ascii_case(b"100-continue");
         }
-        let at = h.value.as_ptr() as usize - base;
-        spans.push((name, at, at + h.value.len()));
+        let (n, v) = (at(name), at(h.value));
+        spans.push(((n, n + name.len()), (v, v + h.value.len())));
     }
     let framing = match (codings, chunked, length) {
         (0, _, None) => Framing::Length(0),
@@ -456,13 +458,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Refused> {
         }
     };
     let (path, query) = (path.to_owned(), query.map(str::to_owned));
-    let head = buf.split_to(len).freeze();
-    let mut headers = HeaderMap::with_capacity(spans.len());
-    for (name, from, to) in spans {
-        let value =
-            HeaderValue::from_maybe_shared(head.slice(from..to)).map_err(|_| bad("Bad header value"))?;
-        headers.append(name, value);
-    }
+    let headers = Headers::new(buf.split_to(len).freeze(), spans);
     Ok(Some(Head {
         method,
         path,
@@ -593,7 +589,7 @@ mod tests {
         assert_eq!((h.path.as_str(), h.query.as_deref()), ("/streams/s", Some("embed=body")));
         assert_eq!(h.framing, Framing::Length(5));
         assert!(h.keep_alive && !h.keep_alive_10 && !h.expect_continue);
-        assert_eq!(h.headers["es-expectedversion"], "3");
+        assert_eq!(h.headers.get_str("es-expectedversion"), Some("3"));
         let h =
             head("GET http://h:2113/ping?x=1 HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
         assert_eq!((h.path.as_str(), h.query.as_deref()), ("/ping", Some("x=1")));
