@@ -129,15 +129,18 @@ impl Req {
     pub fn es_header(&self, name: &str, alt: Option<&str>) -> Option<&str> {
         // The first value of each accepted name, in order of preference: es-name, es-alt, kurrent-name.
         let mut first: [Option<&[u8]>; 3] = [None; 3];
-        let is = |rest: &[u8], want: &str| rest.eq_ignore_ascii_case(want.as_bytes());
+        // Lengths first: most fields (Host, Content-Type, …) are ruled out without a comparison.
+        let wanted = [("es-", name), ("es-", alt.unwrap_or("")), ("kurrent-", name)];
         for (k, v) in self.headers.iter() {
-            let rank = match (strip_prefix_ci(k, b"es-"), strip_prefix_ci(k, b"kurrent-")) {
-                (Some(rest), _) if is(rest, name) => 0,
-                (Some(rest), _) if alt.is_some_and(|a| is(rest, a)) => 1,
-                (_, Some(rest)) if is(rest, name) => 2,
-                _ => continue,
-            };
-            first[rank].get_or_insert(v);
+            let rank = wanted.iter().position(|(prefix, want)| {
+                !want.is_empty()
+                    && k.len() == prefix.len() + want.len()
+                    && strip_prefix_ci(k, prefix.as_bytes())
+                        .is_some_and(|rest| rest.eq_ignore_ascii_case(want.as_bytes()))
+            });
+            if let Some(rank) = rank {
+                first[rank].get_or_insert(v);
+            }
         }
         first.into_iter().flatten().next().and_then(|v| std::str::from_utf8(v).ok())
     }
