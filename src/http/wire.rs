@@ -629,6 +629,62 @@ mod tests {
         assert!(head(&long).err().unwrap().starts_with("431"), "a complete head counts too");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 1000, ..Default::default() })]
+
+        /// Every field of an accepted head reads back through `Headers` exactly as sent (minus
+        /// the whitespace around the value), in order, and in any letter case of its name; the
+        /// spans survive the head being split off the read buffer, whatever follows it.
+        #[test]
+        fn header_fields_read_back_as_sent(
+            fields in proptest::collection::vec((
+                // Some names repeat in another letter case, to check which field a lookup answers.
+                proptest::prop_oneof!["[xX]-[dD][uU][pP]", "[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]{0,20}"],
+                "[ -~]{0,40}",
+            ), 0..12),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let mut text = b"POST /streams/s HTTP/1.1\r\n".to_vec();
+            for (name, value) in &fields {
+                text.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+            }
+            text.extend_from_slice(b"\r\n");
+            text.extend_from_slice(&tail);
+            let mut buf = BytesMut::from(&text[..]);
+            let parsed = parse_head(&mut buf);
+            // A field that is a framing header may refuse the head with a reason; none panics.
+            let Ok(Some(h)) = parsed else { return Ok(()) };
+            proptest::prop_assert_eq!(&buf[..], &tail[..]);
+            let got: Vec<(&[u8], &[u8])> = h.headers.iter().collect();
+            proptest::prop_assert_eq!(got.len(), fields.len());
+            for ((name, value), (n, v)) in fields.iter().zip(got) {
+                proptest::prop_assert_eq!(n, name.as_bytes());
+                proptest::prop_assert_eq!(v, value.trim_matches(|c| c == ' ' || c == '\t').as_bytes());
+            }
+            // A lookup in another letter case answers the first field of that name.
+            for (name, _) in &fields {
+                let first = fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v);
+                let want = first.map(|v| v.trim_matches(|c| c == ' ' || c == '\t'));
+                proptest::prop_assert_eq!(h.headers.get_str(&name.to_ascii_uppercase()), want);
+            }
+        }
+
+        /// Any bytes at all: a head, a refusal or "need more", never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let mut buf = BytesMut::from(&bytes[..]);
+            let _ = parse_head(&mut buf);
+        }
+    }
+
+    #[test]
+    fn empty_header_values_are_present_and_empty() {
+        let h = head("GET / HTTP/1.1\r\nX-A:\r\nX-B:   \r\nHost: h\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.headers.get_str("x-a"), Some(""));
+        assert_eq!(h.headers.get_str("x-b"), Some(""));
+        assert_eq!(h.headers.get_str("host"), Some("h"));
+    }
+
     #[test]
     fn chunk_sizes() {
         assert_eq!(chunk_size(b"1a"), Some(26));
