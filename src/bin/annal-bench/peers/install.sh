@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs one peer of `annal-bench peers` if it is missing: install.sh <peer> [compile|no-compile]
+# (`install.sh protoc`: the protobuf compiler the peer client crates need to build; `run.sh` calls it)
 # Debian packages through apt-get; the Rust event stores through `cargo install` from crates.io
 # (minutes of compiling: skipped with no-compile, which smoke runs use). Prints why on failure.
 set -euo pipefail
@@ -58,6 +59,9 @@ case "$peer" in
     ;;
   sierradb)
     cargo_install sierradb-server sierradb
+    ;;
+  protoc)
+    command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
     ;;
   umadb)
     command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
