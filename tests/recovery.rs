@@ -130,6 +130,46 @@ fn crash_at_any_point_of_a_commit_loses_nothing_acknowledged() {
 }
 
 #[test]
+fn a_chunk_completed_by_a_crashed_writer_is_durable_before_the_log_builds_on_it() {
+    // Simulator seed 23476. A commit fills chunk 0 to its last byte, so writer.chk points at the
+    // start of chunk 1 while chunk 0 has no footer yet: the next append completes it. Here that
+    // completion writes the footer and then fails (the new chunk's header reads back corrupt),
+    // the process dies with the page cache intact, and the next start found the unsynced footer.
+    // It must make it durable: after a power loss the log still opens with everything
+    // acknowledged.
+    let r = rig();
+    let mut c = cfg();
+    c.chunk_size = 8192;
+    let s = Store::open(&r.env, c.clone()).unwrap();
+    // Frame length = overhead + data length, measured on two appends.
+    let frame = |s: &Store, i: u32, size: usize| {
+        let before = s.log().committed();
+        s.append("s", ANY, vec![ev(i, size)]).unwrap();
+        s.log().committed() - before
+    };
+    let overhead = frame(&s, 0, 100) - 100;
+    assert_eq!(frame(&s, 1, 200), overhead + 200, "frame length is overhead + data");
+    let rest = c.chunk_size - s.log().committed();
+    frame(&s, 2, (rest - overhead) as usize);
+    assert_eq!(s.log().committed(), c.chunk_size, "chunk 0 is full to its last byte");
+    *r.faults.flip_reads_of.lock().unwrap() = "chunk-000001".into();
+    assert!(matches!(s.append("s", ANY, vec![ev(3, 100)]), Err(WriteError::Storage(_))));
+    *r.faults.flip_reads_of.lock().unwrap() = String::new();
+    drop(s);
+    // A process crash: nothing is lost from the page cache.
+    let s = Store::open(&r.env, c.clone()).unwrap();
+    assert_eq!(count(&s, "s").unwrap(), 3);
+    for i in 4..8 {
+        s.append("s", ANY, vec![ev(i, 100)]).unwrap();
+    }
+    drop(s);
+    // A power loss: only what was synced remains.
+    r.mem.crash();
+    let s = Store::open(&r.env, c).unwrap();
+    assert_eq!(count(&s, "s").unwrap(), 7);
+}
+
+#[test]
 fn truncate_checkpoint_truncates_the_log_and_the_index() {
     let r = rig();
     let s = Store::open(&r.env, cfg()).unwrap();

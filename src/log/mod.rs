@@ -8,7 +8,9 @@
 //! - `writer.chk` is the end of the durable log. Bytes below it are committed; an append is
 //!   acknowledged only after its bytes *and* `writer.chk` are synced ([`LogWriter::commit`]).
 //! - Readers never see past [`Log::committed`], so a half-written group commit is invisible.
-//! - Every chunk below the writer's chunk is complete (has a footer).
+//! - Every chunk below the writer's chunk is complete (has a footer), durably: a commit syncs the
+//!   chunks it completed before `writer.chk` moves past them, and recovery syncs the one chunk
+//!   that can end exactly at `writer.chk` with a footer no commit covered.
 //! - After a failed write or sync the log is poisoned: it refuses further writes, because the
 //!   state of the file after a failed fsync is unknown (and retrying fsync can report success for
 //!   data that never reached the disk).
@@ -422,16 +424,21 @@ impl Log {
                 }
                 layout = load_posmap(&*file, &path, f)?;
             }
+            // The chunk that ends exactly at writer.chk: the commit that filled it did not
+            // complete it (a chunk is completed by the next append, which may never have
+            // committed), so whatever footer it has may be unsynced, written by a writer that
+            // crashed after it while the page cache survived.
+            let ends_at_writer = header.end + 1 == writer_chunk && writer == writer_chunk as u64 * size;
             let data_end = match (footer, last) {
+                (Some(f), false) if ends_at_writer => {
+                    file.sync_data().map_err(LogError::io("sync", &path))?;
+                    f.logical_size
+                }
                 (Some(f), false) => f.logical_size,
                 // The last committed record filled this chunk to its last byte, so writer.chk
                 // points at the start of the next chunk, which was never created: the writer
                 // completes a chunk only when a record no longer fits. Complete it now.
-                (None, false)
-                    if !header.scavenged
-                        && header.end + 1 == writer_chunk
-                        && writer == writer_chunk as u64 * size =>
-                {
+                (None, false) if !header.scavenged && ends_at_writer => {
                     complete_full_chunk(&*file, &path, size)?;
                     size
                 }
@@ -459,8 +466,11 @@ impl Log {
         if expect <= writer_chunk {
             // The writer sits exactly at the start of a chunk that was never created.
             self.new_chunk(writer_chunk)?;
-            disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
         }
+        // The names the log now builds on are made durable: a chunk created above, or one that a
+        // crashed writer renamed into place without syncing the directory (the page cache kept
+        // it), and the removals of leftovers.
+        disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
         let current = self.chunk_for(writer).ok_or(LogError::OutOfRange(writer))?;
         // The writer's chunk: undo a completion that was not committed, zero the torn tail.
         let local = writer - current.header.start as u64 * size;
