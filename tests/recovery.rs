@@ -170,6 +170,32 @@ fn a_chunk_completed_by_a_crashed_writer_is_durable_before_the_log_builds_on_it(
 }
 
 #[test]
+fn the_log_alone_makes_what_its_recovery_adopted_durable() {
+    // The crash of seed 23476 on the log without the store, whose index start-up also syncs
+    // `db/`: both the footer and the name of the chunk that the crashed writer renamed into place
+    // (neither synced) must survive a power loss after the restart built on them.
+    use annal::log::{Log, LogConfig};
+    let r = rig();
+    let cfg = LogConfig { dir: "/db".into(), chunk_size: 4096 };
+    let fill = |n: usize| move |_: u64, b: &mut Vec<u8>| b.resize(b.len() + n, 0xA5);
+    let (log, mut w, _) = Log::open(&r.env, cfg.clone()).unwrap();
+    w.append(4096, fill(4096)).unwrap();
+    assert_eq!(w.commit().unwrap(), 4096, "chunk 0 is full to its last byte");
+    *r.faults.flip_reads_of.lock().unwrap() = "chunk-000001".into();
+    assert!(w.append(100, fill(100)).is_err(), "completing chunk 0 fails on chunk 1's header");
+    *r.faults.flip_reads_of.lock().unwrap() = String::new();
+    drop((log, w));
+    // A process crash (the page cache survives), then a commit into chunk 1.
+    let (log, mut w, _) = Log::open(&r.env, cfg.clone()).unwrap();
+    w.append(100, fill(100)).unwrap();
+    assert_eq!(w.commit().unwrap(), 4196);
+    drop((log, w));
+    r.mem.crash();
+    let (log, _, _) = Log::open(&r.env, cfg).unwrap();
+    assert_eq!(log.committed(), 4196);
+}
+
+#[test]
 fn truncate_checkpoint_truncates_the_log_and_the_index() {
     let r = rig();
     let s = Store::open(&r.env, cfg()).unwrap();
