@@ -1,4 +1,4 @@
-//! Stream access control (`shared/reference/http-streams.md` §4.3).
+//! Stream access control, decided per operation as EventStoreDB v5 decides it.
 //!
 //! The role list for an operation is the stream's own `$acl` entry, else the matching entry of the
 //! `$settings` defaults (`$userStreamAcl` or `$systemStreamAcl`), else the built-in default: every

@@ -1,7 +1,7 @@
 //! Users, credentials and stream access control.
 //!
 //! Users are events in system streams written through the [`Store`], so they are replicated and
-//! backed up like any other data (`shared/reference/http-streams.md` §4.4):
+//! backed up like any other data; the streams and event types are those of EventStoreDB v5:
 //! - `$user-<login>` holds `$UserCreated`/`$UserUpdated` events; the latest one is the user;
 //! - `$users` indexes logins with `$User` events (data: the login);
 //! - `$users-password-notifications` gets a `$PasswordChanged` event on every password change.

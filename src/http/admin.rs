@@ -1,6 +1,6 @@
 //! Maintenance routes: `POST /admin/scavenge`, `GET /admin/scavenge/current`,
 //! `DELETE /admin/scavenge/{id|current}` and `POST /admin/mergeindexes`
-//! (`shared/reference/subs-projections-scavenge.md` §3.7). All need `$ops` or `$admins`.
+//! (v5's routes, replies and parameter checks). All need `$ops` or `$admins`.
 
 use http::StatusCode;
 use serde_json::json;

@@ -1,4 +1,5 @@
-//! Store and user errors as HTTP replies (`shared/reference/http-streams.md` §2.11, §3.5, §3.7, §5).
+//! Store and user errors as HTTP replies, with v5's statuses and reason phrases (a wrong expected
+//! version is 400 `Wrong expected EventNumber`, a deleted stream 410, a missing user 404).
 //!
 //! Every match here names each variant, with no catch-all arm, so a new error variant fails to
 //! compile until someone decides its status.

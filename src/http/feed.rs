@@ -1,6 +1,6 @@
 //! Atom feeds and entries, in JSON (`application/vnd.eventstore.atom+json` and every other JSON
 //! type) and XML (`application/atom+xml`), with the `embed` levels
-//! (`shared/reference/http-streams.md` §2.3–§2.7).
+//! (none, `content`, `rich`, `body`, `pretty`, `tryharder`), shaped as v5 shapes them.
 //!
 //! Field order follows v5 (rich fields before the Atom base fields) and null fields are left
 //! out. Entries are newest first in every feed.

@@ -1,4 +1,4 @@
-//! Media types and content negotiation (`shared/reference/http-streams.md` §1 steps 5–6, §2.1).
+//! Media types and content negotiation, by v5's rules and with v5's media type lists per route.
 //!
 //! A route lists the media types it can produce, its default first. `?format=` beats `Accept`;
 //! `Accept` entries are tried by descending `q`; `*/*` and `type/*` pick the route's first match.

@@ -1,4 +1,4 @@
-//! Stream metadata over HTTP (`shared/reference/http-streams.md` §4.1): `GET` reads the latest
+//! Stream metadata over HTTP, as EventStoreDB v5 serves it: `GET` reads the latest
 //! `$$s` event as a single event, `POST` appends to `$$s` with the type forced to `$metadata`.
 //! Access goes through `$mr`/`$mw` of `s` (see [`crate::auth::acl`]).
 

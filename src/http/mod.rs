@@ -1,5 +1,5 @@
 //! The HTTP API, wire-compatible with EventStoreDB v5 HTTP clients
-//! (`shared/reference/http-streams.md`).
+//! (the routes, statuses, reason phrases, headers and documents a v5 node sends).
 //!
 //! One HTTP/1.1 connection task per client ([`wire`]), over the [`Conn`]s of the Env
 //! seam. Every request goes through the v5 pipeline in [`Api::handle`]: authentication, routing,

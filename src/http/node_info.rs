@@ -1,5 +1,6 @@
 //! Node routes: `/ping`, `/info`, `/info/options`, `/gossip` (this node as the only member, the
-//! master) and `POST /admin/shutdown` (`shared/reference/http-streams.md` §6).
+//! master) and `POST /admin/shutdown`, in the shapes a v5 node answers with; `/info/options` and
+//! shutdown need `$ops` or `$admins`, the others are open to anyone.
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! Replies: status, custom reason phrase, headers and body, and the headers every reply carries
-//! (CORS, `WWW-Authenticate` on 401) (`shared/reference/http-streams.md` §0.2, §7).
+//! (CORS, `WWW-Authenticate` on 401), as v5 sends them.
 //!
 //! Errors travel in the reason phrase with an empty body, as v5 clients expect. Reason phrases are
 //! reduced to visible ASCII so no input can break the status line.

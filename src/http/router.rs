@@ -1,5 +1,6 @@
 //! Routing: a path's decoded segments to the routes that match it, with each route's method,
-//! authorization level and media types (`shared/reference/http-streams.md` §1 steps 2–7).
+//! authorization level and media types: the inputs of v5's pipeline steps after authentication
+//! (no route 404, `OPTIONS`, method 405, body type 415, reply type 406, route level 401).
 //!
 //! Literal segments beat placeholders (`/streams/$all/…` before `/streams/{stream}/…`,
 //! `/streams/{s}/metadata` before `/streams/{s}/{event}`); the first route of the list whose

@@ -1,5 +1,5 @@
 //! `GET /stats[/path]`: process, system, drive and store figures
-//! (`shared/reference/http-streams.md` §6.5). Store figures are read on every request (they are
+//! under v5's key names, as nested objects by default. Store figures are read on every request (they are
 //! counters in memory); process, system and drive figures cost system calls, so they are sampled
 //! at most once a second, and rates (CPU) span the last two samples.
 //!

@@ -1,5 +1,5 @@
 //! Reading streams and `$all`: paged Atom feeds, single events, the stream description document,
-//! ETag/304, cache policies and long polling (`shared/reference/http-streams.md` §2).
+//! ETag/304, cache policies and long polling, with v5's routes, statuses and paging.
 //!
 //! Each read runs as one job ([`crate::env::Env::read_job`]: on the request's task when the page
 //! cache holds what it reads, else on the blocking pool): ACL check, read, the checks of link

@@ -1,4 +1,4 @@
-//! The users API (`shared/reference/http-streams.md` §5): list, read, create, update, delete,
+//! The users API of EventStoreDB v5: list, read, create, update, delete,
 //! enable/disable, reset and change password. Bodies are JSON (or `text/xml`), with keys matched
 //! case-insensitively; replies carry `success`, `error` and `msgTypeId` like v5's.
 

@@ -1,4 +1,4 @@
-//! Appending and deleting (`shared/reference/http-streams.md` §3): request bodies in every
+//! Appending and deleting, as EventStoreDB v5 does them: request bodies in every
 //! accepted type, the 307 to an idempotent `/incoming/{guid}` URL, expected versions, atomic
 //! batches (one store append) and the write outcomes.
 

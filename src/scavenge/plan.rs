@@ -1,7 +1,7 @@
 //! Scavenge decisions, free of I/O: what accumulation records per stream, the discard rule of a
 //! stream at a scavenge point, the keep/discard decision for one record, and chunk weights.
 //!
-//! Rules (`shared/reference/subs-projections-scavenge.md` §3.3–3.4):
+//! Rules (those of EventStoreDB's scavenge):
 //! - records at or after the point are out of scope (kept);
 //! - the last event of a stream before the point is always kept;
 //! - a tombstoned stream loses everything but its tombstone, and its whole `$$` stream;

@@ -3,7 +3,7 @@
 //! functions need (stream state, the ids already written at the expected positions) and performs
 //! the writes they decide on.
 //!
-//! Rules follow `shared/reference/http-streams.md` §3.6–§3.7 and §4; `model/` states the same
+//! Rules are v5's (expected versions, idempotent repeats, deletes, metadata); `model/` states the same
 //! semantics independently and the model comparison test holds the two together.
 
 use super::metadata::StreamMetadata;

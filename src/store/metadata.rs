@@ -1,6 +1,6 @@
 //! Stream metadata: the latest event of `$$stream`, parsed.
 //!
-//! Reserved keys (`shared/reference/http-streams.md` §4.2): `$maxAge` (seconds), `$maxCount`, `$tb`
+//! Reserved keys, as in EventStoreDB v5: `$maxAge` (seconds), `$maxCount`, `$tb`
 //! (truncate before), `$cacheControl` (seconds), `$acl`. A reserved key of the wrong type, or JSON
 //! that does not parse, makes the whole metadata count as empty (as in the anchor); the raw bytes
 //! are kept either way. Values that are not positive (`$tb`: negative) are ignored.
