@@ -625,6 +625,11 @@ impl Config {
         s
     }
 
+    /// The users' settings.
+    pub fn auth_config(&self) -> crate::auth::AuthConfig {
+        crate::auth::AuthConfig { password_iterations: self.password_iterations }
+    }
+
     /// The scavenger's settings.
     pub fn scavenge_config(&self, node_endpoint: String) -> crate::scavenge::ScavengeConfig {
         let get = |n: &str| self.values.get(n).map(|(v, _)| v.clone()).unwrap_or_default();

@@ -1,9 +1,19 @@
-//! The node: owns the store, the configuration and the HTTP listener, and its lifecycle
-//! (start, serve, graceful shutdown that keeps everything acknowledged).
+//! The node: the one place that wires it, and its lifecycle.
+//!
+//! [`Node::open`] builds every service from its section of the typed configuration before any
+//! listener starts: the store (recovered, then — a single node being its own leader — a new epoch),
+//! the users and access control (default users created, the user watcher started at bind), and
+//! the scavenger. The services reach the HTTP API as one handle ([`Services`], through the node).
+//! A cluster, subscriptions, projections and TLS are added here as further services.
+//!
+//! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
+//! (the listener closes, requests in flight finish, a running scavenge stops at its next
+//! checkpoint, the store is closed): everything acknowledged is kept.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::env::Env;
 use crate::scavenge::{ScavengeError, Scavenger};
@@ -29,50 +39,99 @@ pub enum NodeError {
     },
 }
 
+/// The services of a node, built by [`Node::open`].
+pub struct Services {
+    /// Streams, the log and the index.
+    pub store: Arc<Store>,
+    /// Users, credentials and stream access.
+    pub auth: Arc<Auth>,
+    /// Scavenging.
+    pub scavenger: Arc<Scavenger>,
+}
+
 /// A running node's shared state (handed to every HTTP request).
 pub struct Node {
-    /// The environment.
-    pub env: Env,
-    /// The store.
-    pub store: Arc<Store>,
-    /// The configuration.
-    pub config: Arc<Config>,
-    /// The scavenger.
-    pub scavenger: Arc<Scavenger>,
-    /// When the node started (µs since the epoch).
-    pub started_wall_us: i64,
-    /// This node's instance id.
-    pub instance_id: uuid::Uuid,
+    env: Env,
+    config: Arc<Config>,
+    services: Services,
+    started_wall_us: i64,
+    instance_id: uuid::Uuid,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Node {
-    /// Opens the database.
+    /// Opens the database and builds the services.
     pub fn open(env: Env, config: Config) -> Result<Arc<Node>, NodeError> {
-        let store = Store::open(&env, config.store_config())?;
+        let store = Store::recover(&env, config.store_config())?;
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
             tracing::warn!(report = ?store.recovery, "recovery changed the log");
+        }
+        // A single node is its own leader: each start begins a new epoch.
+        store.start_epoch([0; 16])?;
+        let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
+        if let Err(e) = auth.ensure_default_users() {
+            tracing::error!(error = %e, "could not create the default users");
         }
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
-            scavenger,
+            services: Services { store, auth, scavenger },
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
-            store,
             config: Arc::new(config),
             shutdown,
         }))
     }
 
-    /// Binds the HTTP listener; returns the bound address and a future that serves until shutdown
-    /// is requested, then closes the store.
+    /// The environment.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The services.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.services.store
+    }
+
+    /// Users and access control.
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.services.auth
+    }
+
+    /// The scavenger.
+    pub fn scavenger(&self) -> &Arc<Scavenger> {
+        &self.services.scavenger
+    }
+
+    /// When the node started (µs since the epoch).
+    pub fn started_wall_us(&self) -> i64 {
+        self.started_wall_us
+    }
+
+    /// This node's instance id.
+    pub fn instance_id(&self) -> uuid::Uuid {
+        self.instance_id
+    }
+
+    /// Starts the background services (the user watcher), binds the HTTP listener; returns the
+    /// bound address and a future that serves until shutdown is requested, then closes the store.
     pub async fn bind(
         self: &Arc<Self>,
     ) -> Result<(SocketAddr, impl std::future::Future<Output = Result<(), StorageError>> + use<>), NodeError>
     {
+        self.services.auth.watch(self.shutdown_requested());
         let addr = SocketAddr::new(self.config.http_ip, self.config.http_port);
         let listener = self.env.net.listen(addr).await.map_err(|source| NodeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| NodeError::Bind { addr, source })?;
@@ -80,10 +139,10 @@ impl Node {
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
             // A running scavenge stops at its next checkpoint and resumes on the next start.
-            if node.scavenger.current().is_some() {
-                let _ = node.scavenger.stop("current").await;
+            if node.scavenger().current().is_some() {
+                let _ = node.scavenger().stop("current").await;
             }
-            let store = node.store.clone();
+            let store = node.store().clone();
             node.env.blocking(move || store.close()).await
         }))
     }

@@ -16,7 +16,7 @@ async fn wait_idle(s: &support::Server) {
         if r.json()["scavengeId"] == "" {
             return;
         }
-        s.node.env.rt.sleep(Duration::from_millis(50)).await;
+        s.node.env().rt.sleep(Duration::from_millis(50)).await;
     }
     panic!("the scavenge did not finish");
 }

@@ -192,3 +192,39 @@ async fn users_survive_a_restart() {
     node.request_shutdown();
     serving.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_changes_written_outside_the_users_api_take_effect_at_once() {
+    // A user event that reaches the store another way (a follower applying the leader's
+    // records, a restore, a direct write) clears cached credentials: the user cache watches the
+    // committed records itself instead of relying on the API that wrote them.
+    use annal::store::{NewEvent, ANY};
+    let s = start().await;
+    assert_eq!(s.get("/users/$current", &[OPS]).await.status, 200, "the verdict is now cached");
+    let latest = s.node.store().read_event("$user-ops", -1, false, 0).unwrap().unwrap();
+    let mut record: serde_json::Value = serde_json::from_slice(&latest.event.data).unwrap();
+    assert_eq!(record["loginName"], "ops");
+    record["disabled"] = json!(true);
+    let ev = NewEvent {
+        id: *uuid::Uuid::parse_str(&support::new_id()).unwrap().as_bytes(),
+        event_type: "$UserUpdated".into(),
+        data: serde_json::to_vec(&record).unwrap().into(),
+        metadata: Default::default(),
+        is_json: true,
+    };
+    s.node.store().append_async("$user-ops", ANY, vec![ev]).await.unwrap();
+    assert_eq!(s.get("/users/$current", &[OPS]).await.status, 401, "the disabled user is refused");
+    // And through the streams API, as an admin: enabled again.
+    record["disabled"] = json!(false);
+    let body = json!([{ "eventId": support::new_id(), "eventType": "$UserUpdated", "data": record }]);
+    let r = s
+        .post(
+            "/streams/$user-ops",
+            "application/vnd.eventstore.events+json",
+            &[ADMIN],
+            body.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(s.get("/users/$current", &[OPS]).await.status, 200);
+}

@@ -386,7 +386,7 @@ async fn node_main(
     loop {
         match Node::open(env.clone(), config.clone()) {
             Ok(node) => {
-                let rec = &node.store.recovery;
+                let rec = &node.store().recovery;
                 shared.trace.now("node", format!("boot {boot}: opened; recovery {rec:?}"));
                 *shared.node.borrow_mut() = Some(node.clone());
                 match node.bind().await {
@@ -507,7 +507,7 @@ pub fn run(opts: &Options) -> RunResult {
         }
         if now >= next_check.get() && !shared.healed.get() {
             next_check.set(now + 1_000_000);
-            let poisoned = shared.node.borrow().as_ref().is_some_and(|n| n.store.log().is_poisoned());
+            let poisoned = shared.node.borrow().as_ref().is_some_and(|n| n.store().log().is_poisoned());
             if poisoned && h.node_up {
                 h.note(now, "supervisor: the node is read-only after a storage failure; restarting it");
                 h.crash(&mut sim, now, false, false);

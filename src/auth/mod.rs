@@ -26,6 +26,7 @@ use base64::Engine as _;
 use sha2::Digest;
 
 use crate::env::Env;
+use crate::log::record::Record;
 use crate::store::{ReadError, StorageError, Store};
 
 pub use acl::{Access, Operation, Settings};
@@ -37,6 +38,31 @@ pub const DEFAULT_PASSWORD_ITERATIONS: u32 = 100_000;
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
 /// Cached headers at most; the cache is emptied when full.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
+/// Records the user watcher takes from the follow feed at once.
+const USER_WATCH_BATCH: usize = 1024;
+/// How long the user watcher waits before reading again after a failed read.
+const USER_WATCH_RETRY: Duration = Duration::from_secs(1);
+/// How long a request waits for the user watcher to catch up before it skips the caches.
+pub const USER_WATCH_SETTLE: Duration = Duration::from_secs(2);
+
+/// Whether a committed record changes users or settings: an event of `$user-<login>`, `$users`,
+/// `$users-password-notifications`, `$settings`, or of their metastreams.
+fn changes_auth(r: &Record) -> bool {
+    match r {
+        Record::Event(e) => {
+            let s = e.stream.strip_prefix("$$").unwrap_or(&e.stream);
+            s.starts_with("$user") || s == "$settings"
+        }
+        Record::Epoch(_) => false,
+    }
+}
+
+/// The users' settings (a section of the node's configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// PBKDF2 iterations for new password hashes.
+    pub password_iterations: u32,
+}
 
 /// An authenticated caller. Its roles are its groups plus its own login.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +111,9 @@ pub struct Auth {
     iterations: u32,
     creds: Mutex<CredCache>,
     settings: Mutex<Option<(i64, Arc<Settings>)>>,
+    /// How far the user watcher ([`Auth::watch`]) has looked at committed records; `None`
+    /// until it runs (then only this type's own user changes clear the caches).
+    seen: tokio::sync::watch::Sender<Option<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,6 +141,7 @@ impl Auth {
             iterations: iterations.max(1),
             creds: Mutex::new(CredCache { generation: 0, entries: HashMap::new() }),
             settings: Mutex::new(None),
+            seen: tokio::sync::watch::channel(None).0,
         }
     }
 
@@ -157,11 +187,63 @@ impl Auth {
         Ok(Principal { login: user.login, groups: user.groups })
     }
 
-    /// Forgets every cached verdict (after any change to users).
+    /// Forgets every cached verdict and the cached settings (after any change to users).
     pub fn invalidate(&self) {
         let mut cache = lock(&self.creds);
         cache.generation += 1;
         cache.entries.clear();
+        drop(cache);
+        *lock(&self.settings) = None;
+    }
+
+    /// Watches committed records for changes to users and settings, whoever wrote them (this
+    /// API, a stream write to `$user-…`, replication, a restore), and clears the caches when one
+    /// commits, until `stop` turns true. Runs as a task on the environment's runtime.
+    pub fn watch(self: &Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let auth = self.clone();
+        let mut feed = self.store.follow_new();
+        self.seen.send_replace(Some(feed.position()));
+        self.env.rt.spawn(Box::pin(async move {
+            loop {
+                let batch = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => break,
+                    b = feed.next(USER_WATCH_BATCH) => b,
+                };
+                match batch {
+                    Ok(records) => {
+                        if records.iter().any(changes_auth) {
+                            auth.invalidate();
+                        }
+                    }
+                    Err(e) => {
+                        // The records could not be read: assume they changed users, try again.
+                        tracing::warn!(error = %e, "the user watcher could not read committed records");
+                        auth.invalidate();
+                        auth.env.rt.sleep(USER_WATCH_RETRY).await;
+                        continue;
+                    }
+                }
+                auth.seen.send_replace(Some(feed.position()));
+            }
+            auth.seen.send_replace(None);
+        }));
+    }
+
+    /// Completes once the user watcher has looked at everything committed when it was called,
+    /// so a cached verdict reflects every user change acknowledged before this request. False
+    /// when it did not catch up within [`USER_WATCH_SETTLE`] (the caller then skips the caches).
+    pub async fn settled(&self) -> bool {
+        let target = self.store.log().committed();
+        let mut seen = self.seen.subscribe();
+        if seen.borrow().is_none_or(|s| s >= target) {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            r = seen.wait_for(|s| s.is_none_or(|s| s >= target)) => r.is_ok(),
+            _ = self.env.rt.sleep(USER_WATCH_SETTLE) => false,
+        }
     }
 
     /// The defaults of the latest `$settings` event (blocking; cached by its event number).

@@ -49,7 +49,7 @@ pub async fn start(api: &Api, req: &Req) -> Reply {
         Ok(o) => o,
         Err(r) => return r,
     };
-    match api.node.scavenger.start(opts).await {
+    match api.node.scavenger().start(opts).await {
         Ok(id) => Reply::body(StatusCode::OK, Media::Json, json!({"scavengeId": id}).to_string()),
         Err(e) => error_reply(e),
     }
@@ -57,7 +57,7 @@ pub async fn start(api: &Api, req: &Req) -> Reply {
 
 /// `GET /admin/scavenge/current`.
 pub fn current(api: &Api) -> Reply {
-    let (id, link) = match api.node.scavenger.current() {
+    let (id, link) = match api.node.scavenger().current() {
         Some(id) => (id.clone(), format!("/admin/scavenge/{id}")),
         None => (String::new(), String::new()),
     };
@@ -66,7 +66,7 @@ pub fn current(api: &Api) -> Reply {
 
 /// `DELETE /admin/scavenge/{id}`: answers once the run has stopped.
 pub async fn stop(api: &Api, id: &str) -> Reply {
-    match api.node.scavenger.stop(id).await {
+    match api.node.scavenger().stop(id).await {
         Ok(id) => Reply::body(StatusCode::OK, Media::Json, serde_json::Value::String(id).to_string()),
         Err(e) => error_reply(e),
     }
@@ -74,6 +74,6 @@ pub async fn stop(api: &Api, id: &str) -> Reply {
 
 /// `POST /admin/mergeindexes`: merges the index tables in the background.
 pub fn merge_indexes(api: &Api) -> Reply {
-    api.node.store.index().merge_now();
+    api.node.store().index().merge_now();
     Reply::plain(StatusCode::OK, "OK")
 }

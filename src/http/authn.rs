@@ -10,12 +10,14 @@ use crate::auth::{AuthFailure, Principal};
 /// Verifies an `Authorization` header; a fresh cached verdict avoids the password hash.
 pub async fn authenticate(api: &Api, header: &[u8]) -> Result<Principal, Reply> {
     let Ok(header) = std::str::from_utf8(header) else { return Err(Reply::unauthorized()) };
-    let verdict = match api.auth.cached(header) {
+    // A cached verdict counts only once the user watcher has seen every acknowledged change.
+    let cached = if api.node.auth().settled().await { api.node.auth().cached(header) } else { None };
+    let verdict = match cached {
         Some(v) => v,
         None => {
-            let auth = api.auth.clone();
+            let auth = api.node.auth().clone();
             let h = header.to_owned();
-            api.node.env.blocking(move || auth.authenticate(&h)).await
+            api.node.env().blocking(move || auth.authenticate(&h)).await
         }
     };
     verdict.map_err(|e: AuthFailure| errors::auth(&e))

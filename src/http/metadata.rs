@@ -28,14 +28,14 @@ pub async fn get(api: &Arc<Api>, req: &mut Req, stream: String) -> Reply {
         (Err(e), _) | (_, Err(e)) => return e,
     };
     let (a, p) = (api.clone(), req.principal.clone());
-    let env = api.node.env.clone();
+    let env = api.node.env().clone();
     let outcome = env
         .blocking(move || {
             let meta = format!("$${stream}");
             match streams::read_one(&a, p.as_ref(), &meta, -1, resolve) {
                 Outcome::Done(None) | Outcome::Failed(ReadError::NoStream) => {
                     // No metadata: an existing stream answers an empty document.
-                    match a.node.store.stream_state(&stream) {
+                    match a.node.store().stream_state(&stream) {
                         Ok(st) if st.is_tombstoned() => Outcome::Failed(ReadError::StreamDeleted),
                         Ok(st) if st.last >= 0 => Outcome::Done(None),
                         Ok(_) => Outcome::Failed(ReadError::NoStream),

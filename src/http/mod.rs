@@ -51,7 +51,6 @@ use self::media::NegotiationError;
 use self::reply::Reply;
 use self::request::Req;
 use self::router::Route;
-use crate::auth::Auth;
 use crate::env::{Conn, Listener};
 use crate::node::Node;
 
@@ -66,8 +65,6 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Api {
     /// The node.
     pub node: Arc<Node>,
-    /// Users and access control.
-    pub auth: Arc<Auth>,
     /// The listening address.
     pub local: SocketAddr,
     /// `/stats` snapshots.
@@ -79,17 +76,12 @@ pub struct Api {
 /// Serves connections from `listener` until the node's shutdown is requested, then lets the
 /// requests in flight finish (for at most [`DRAIN_TIMEOUT`]).
 pub async fn serve(node: Arc<Node>, mut listener: Box<dyn Listener>) {
-    let env = node.env.clone();
-    let local =
-        listener.local_addr().unwrap_or_else(|_| SocketAddr::new(node.config.http_ip, node.config.http_port));
-    let auth = Arc::new(Auth::new(env.clone(), node.store.clone(), node.config.password_iterations));
-    let a = auth.clone();
-    if let Err(e) = env.blocking(move || a.ensure_default_users()).await {
-        tracing::error!(error = %e, "could not create the default users");
-    }
+    let env = node.env().clone();
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::new(node.config().http_ip, node.config().http_port));
     let api = Arc::new(Api {
         node: node.clone(),
-        auth,
         local,
         stats: stats::Stats::default(),
         connections: AtomicU64::new(0),
@@ -169,7 +161,7 @@ impl Api {
         let route = routed.routes.iter().flatten().find(|(m, _)| m == method).map(|(_, r)| r);
         match route {
             Some(Route::Append(_) | Route::Incoming(..) | Route::MetadataPost(_)) => {
-                self.node.config.max_append_bytes
+                self.node.config().max_append_bytes
             }
             Some(
                 Route::UserCreate
@@ -266,7 +258,7 @@ impl Api {
         };
         let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
         let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);
-        let deadline = self.node.env.rt.sleep(limit);
+        let deadline = self.node.env().rt.sleep(limit);
         tokio::select! {
             biased;
             r = self.dispatch(route, &mut req) => r,

@@ -43,7 +43,7 @@ pub fn ping(req: &Req) -> Reply {
 
 /// `GET /info`: JSON text whatever the negotiated type.
 pub fn info(api: &Api, req: &Req) -> Reply {
-    let mode = match api.node.config.run_projections {
+    let mode = match api.node.config().run_projections {
         crate::config::RunProjections::None => "None",
         crate::config::RunProjections::System => "System",
         crate::config::RunProjections::All => "All",
@@ -57,7 +57,7 @@ pub fn options(api: &Api, req: &Req) -> Reply {
     let items: Vec<Value> = OPTIONS
         .iter()
         .map(|o| {
-            let value = api.node.config.values.get(o.name).map(|(v, _)| v.clone()).unwrap_or_default();
+            let value = api.node.config().values.get(o.name).map(|(v, _)| v.clone()).unwrap_or_default();
             let mut m = serde_json::Map::new();
             m.insert("name".into(), json!(o.name));
             m.insert("description".into(), json!(o.help));
@@ -74,15 +74,15 @@ pub fn options(api: &Api, req: &Req) -> Reply {
 
 /// `GET /gossip`.
 pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
-    if api.node.config.values.get("GossipOnSingleNode").is_some_and(|(v, _)| v == "false") {
+    if api.node.config().values.get("GossipOnSingleNode").is_some_and(|(v, _)| v == "false") {
         return Reply::status(StatusCode::NOT_FOUND, "Not Found");
     }
     let node = api.node.clone();
     let (epoch_position, epoch_number, epoch_id, writer, chaser, committed) = node
-        .env
+        .env()
         .clone()
         .blocking(move || {
-            let log = node.store.log();
+            let log = node.store().log();
             let pos = log.checkpoints.epoch.read();
             let (number, id) = match (pos >= 0).then(|| log.read(pos as u64)) {
                 Some(Ok(Record::Epoch(e))) => (e.epoch_number, uuid::Uuid::from_bytes(e.epoch_id)),
@@ -94,8 +94,8 @@ pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
     let ip = api.local.ip().to_string();
     let port = api.local.port();
     let member = json!({
-        "instanceId": api.node.instance_id.to_string(),
-        "timeStamp": iso8601(api.node.env.clock.wall_micros()),
+        "instanceId": api.node.instance_id().to_string(),
+        "timeStamp": iso8601(api.node.env().clock.wall_micros()),
         "state": "Master",
         "isAlive": true,
         "internalTcpIp": ip, "internalTcpPort": 0, "internalSecureTcpPort": 0,

@@ -52,7 +52,7 @@ fn pct(part: f64, whole: f64) -> f64 {
 
 fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
     let node = &api.node;
-    let s = &node.store.stats;
+    let s = &node.store().stats;
     let (os, now) = (&sample.os, sample.at);
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let (since, cpu_before, busy_before, total_before) = match prev {
@@ -68,14 +68,14 @@ fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
     let flushes_done = get(&s.flushes);
     let flushes = flushes_done.max(1);
     let ms = |ns: u64| ns as f64 / 1e6;
-    let log = node.store.log();
+    let log = node.store().log();
     let commits = log.commit_stats();
-    let idx = node.store.index().stats();
+    let idx = node.store().index().stats();
     let mut drive = Map::new();
     if let Some((total, avail)) = sample.space {
         let used = total.saturating_sub(avail);
         drive.insert(
-            node.config.db.display().to_string(),
+            node.config().db.display().to_string(),
             json!({
                 "availableBytes": avail,
                 "totalBytes": total,
@@ -86,7 +86,7 @@ fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
     }
     json!({
         "proc": {
-            "startTime": iso8601(node.started_wall_us),
+            "startTime": iso8601(node.started_wall_us()),
             "id": os.pid,
             "mem": os.rss_bytes,
             "cpu": cpu,
@@ -189,7 +189,7 @@ fn with_metadata(category: &str, key: &str, v: &Value) -> Value {
 
 impl Stats {
     async fn current(&self, api: &Arc<Api>) -> Value {
-        let env = &api.node.env;
+        let env = &api.node.env();
         let now = env.clock.monotonic();
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let (sample, prev) = match last {
@@ -199,8 +199,8 @@ impl Stats {
                 let sample = env
                     .blocking(move || {
                         let node = &a.node;
-                        let os = node.env.rt.os_stats();
-                        Sample { at: now, os, space: node.env.disk.space(&node.config.db) }
+                        let os = node.env().rt.os_stats();
+                        Sample { at: now, os, space: node.env().disk.space(&node.config().db) }
                     })
                     .await;
                 let prev = last.map(|(latest, _)| latest);

@@ -22,6 +22,7 @@ use super::router::Dir;
 use super::text::{escape, json_to_xml};
 use super::Api;
 use crate::auth::{Operation, Principal};
+use crate::log::record::Record;
 use crate::store::engine::{meta_target, Window};
 use crate::store::{ReadError, ResolvedEvent};
 
@@ -102,20 +103,31 @@ fn cache_control(public: bool, head: bool, cache_secs: Option<i64>) -> String {
     }
 }
 
-/// Waits for new commits while `parkable` says the answer is still "nothing yet", up to `secs`
-/// (`ES-LongPoll`), then answers with the latest run.
-async fn long_poll<T, F, Fut>(api: &Api, secs: Option<u64>, mut run: F, parkable: impl Fn(&T) -> bool) -> T
+/// Records a long poll takes from the follow feed per wake-up.
+const LONG_POLL_BATCH: usize = 256;
+
+/// Answers with `run`, and while `parkable` says the answer is still "nothing yet", waits up to
+/// `secs` (`ES-LongPoll`) on the follow feed for a committed record that `wakes` the poll (an event
+/// of the stream read, say), then answers with the latest run. The cursor starts before the first
+/// run, so a commit between the run and the wait is not missed.
+async fn long_poll<T, F, Fut>(
+    api: &Api,
+    secs: Option<u64>,
+    mut run: F,
+    parkable: impl Fn(&T) -> bool,
+    wakes: impl Fn(&Record) -> bool,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = T>,
 {
-    let env = &api.node.env;
-    let mut commits = api.node.store.subscribe();
+    let env = &api.node.env();
+    let Some(secs) = secs else { return run().await };
+    let mut feed = api.node.store().follow_new();
     let mut stop = api.node.shutdown_requested();
-    let deadline = secs.map(|s| env.clock.monotonic() + Duration::from_secs(s));
+    let deadline = env.clock.monotonic() + Duration::from_secs(secs);
+    let mut out = run().await;
     loop {
-        let out = run().await;
-        let Some(deadline) = deadline else { return out };
         let now = env.clock.monotonic();
         if !parkable(&out) || now >= deadline {
             return out;
@@ -123,9 +135,22 @@ where
         tokio::select! {
             biased;
             _ = super::stopped(&mut stop) => return out,
-            r = commits.changed() => if r.is_err() { return out },
+            r = feed.next(LONG_POLL_BATCH) => match r {
+                Ok(records) if !records.iter().any(&wakes) => continue,
+                // A failed read of the feed: answer with a fresh run, which reports it if it lasts.
+                Ok(_) | Err(_) => {}
+            },
             _ = env.rt.sleep(deadline - now) => {}
         }
+        out = run().await;
+    }
+}
+
+/// Whether `r` is an event of `stream` or of its metastream (which can change what is visible).
+fn touches_stream(r: &Record, stream: &str) -> bool {
+    match r {
+        Record::Event(e) => e.stream == stream || e.stream.strip_prefix("$$") == Some(stream),
+        Record::Epoch(_) => false,
     }
 }
 
@@ -136,7 +161,7 @@ fn targets_readable(api: &Api, p: Option<&Principal>, events: &[ResolvedEvent]) 
         let s = e.event.stream.as_str();
         if !seen.contains(&s) {
             seen.push(s);
-            if !api.auth.check(p, s, Operation::Read)?.allowed {
+            if !api.node.auth().check(p, s, Operation::Read)?.allowed {
                 return Ok(false);
             }
         }
@@ -155,10 +180,10 @@ fn read_page(
     resolve: bool,
     inm: Option<i64>,
 ) -> Outcome<Page> {
-    let now = api.node.env.clock.wall_micros();
-    let store = &api.node.store;
+    let now = api.node.env().clock.wall_micros();
+    let store = &api.node.store();
     let run = || -> Result<Outcome<Page>, ReadError> {
-        let access = api.auth.check(p, stream, Operation::Read)?;
+        let access = api.node.auth().check(p, stream, Operation::Read)?;
         if !access.allowed {
             return Ok(Outcome::Denied);
         }
@@ -303,7 +328,7 @@ async fn feed_inner(
         || {
             let (p, s, a) = (principal.clone(), stream.clone(), api.clone());
             async move {
-                let env = a.node.env.clone();
+                let env = a.node.env().clone();
                 env.read_job(move || read_page(&a, p.as_ref(), &s, dir, from, c, resolve, inm)).await
             }
         },
@@ -315,6 +340,7 @@ async fn feed_inner(
                 ReadError::StreamDeleted | ReadError::InvalidPosition(_) | ReadError::Storage(_),
             ) => false,
         },
+        |r| touches_stream(r, &stream),
     )
     .await;
     let page = failure(outcome, None)?;
@@ -387,14 +413,14 @@ pub fn read_one(
     n: i64,
     resolve: bool,
 ) -> Outcome<Option<One>> {
-    let now = api.node.env.clock.wall_micros();
+    let now = api.node.env().clock.wall_micros();
     let run = || -> Result<Outcome<Option<One>>, ReadError> {
-        let access = api.auth.check(p, stream, Operation::Read)?;
+        let access = api.node.auth().check(p, stream, Operation::Read)?;
         if !access.allowed {
             return Ok(Outcome::Denied);
         }
-        let cache_secs = api.node.store.metadata(stream)?.cache_control_secs;
-        let Some(ev) = api.node.store.read_event(stream, n, resolve, now)? else {
+        let cache_secs = api.node.store().metadata(stream)?.cache_control_secs;
+        let Some(ev) = api.node.store().read_event(stream, n, resolve, now)? else {
             return Ok(Outcome::Done(None));
         };
         if resolve && ev.link.is_none() && ev.event.event_type == feed::LINK_TYPE {
@@ -456,7 +482,7 @@ pub async fn event(api: &Arc<Api>, req: &mut Req, stream: String, event: String)
         (Err(e), _) | (_, Err(e)) => return e,
     };
     let (a, p) = (api.clone(), req.principal.clone());
-    let env = api.node.env.clone();
+    let env = api.node.env().clone();
     let outcome = env.read_job(move || read_one(&a, p.as_ref(), &stream, n, resolve)).await;
     let one = match failure(outcome, Some(req.media)) {
         Ok(Some(one)) => one,
@@ -515,10 +541,10 @@ fn read_all_page(
     count: usize,
     inm: Option<i64>,
 ) -> Outcome<AllPage> {
-    let now = api.node.env.clock.wall_micros();
-    let store = &api.node.store;
+    let now = api.node.env().clock.wall_micros();
+    let store = &api.node.store();
     let run = || -> Result<Outcome<AllPage>, ReadError> {
-        let access = api.auth.check(p, "$all", Operation::Read)?;
+        let access = api.node.auth().check(p, "$all", Operation::Read)?;
         if !access.allowed {
             return Ok(Outcome::Denied);
         }
@@ -591,11 +617,12 @@ async fn all_inner(
         || {
             let (p, a) = (principal.clone(), api.clone());
             async move {
-                let env = a.node.env.clone();
+                let env = a.node.env().clone();
                 env.read_job(move || read_all_page(&a, p.as_ref(), dir, from, c, inm)).await
             }
         },
         |o| matches!(o, Outcome::NotModified) || matches!(o, Outcome::Done(p) if p.events.is_empty()),
+        |r| matches!(r, Record::Event(_)),
     )
     .await;
     let page = failure(outcome, None)?;

@@ -83,8 +83,8 @@ async fn run<T: Send + 'static>(
     api: &Arc<Api>,
     f: impl FnOnce(&crate::auth::Auth) -> T + Send + 'static,
 ) -> T {
-    let a = api.auth.clone();
-    api.node.env.blocking(move || f(&a)).await
+    let a = api.node.auth().clone();
+    api.node.env().blocking(move || f(&a)).await
 }
 
 fn body(req: &mut Req) -> Result<Map<String, Value>, Reply> {

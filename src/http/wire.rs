@@ -172,7 +172,7 @@ pub async fn serve(api: &Arc<Api>, conn: Box<dyn Conn>, stop: &mut tokio::sync::
         let (reply, allow) = api.clone().handle(req, routed).await;
         let stopping = *stop.borrow();
         let close = close || stopping;
-        let wall = api.node.env.clock.wall_micros();
+        let wall = api.node.env().clock.wall_micros();
         let tail =
             encode(&mut wire.out, &reply, &allow, wire.date.get(wall), head_only, close, head.keep_alive_10);
         if wire.send(tail).await.is_err() {
@@ -252,13 +252,13 @@ impl Wire {
                     return Err(Refused::Closed);
                 }
                 let timeout = "Request header not received in time";
-                self.read_more_until(&api.node.env, &mut deadline, HEADER_READ_TIMEOUT, timeout).await?;
+                self.read_more_until(api.node.env(), &mut deadline, HEADER_READ_TIMEOUT, timeout).await?;
             }
         }
     }
 
     async fn read_body(&mut self, api: &Arc<Api>, head: &Head, limit: usize) -> Result<Body, Refused> {
-        let env = &api.node.env;
+        let env = &api.node.env();
         let mut deadline = None;
         const LATE: &str = "Request body not received in time";
         if head.expect_continue && self.buf.is_empty() && head.framing != Framing::Length(0) {
@@ -353,7 +353,7 @@ impl Wire {
 
     /// Answers a request that could not be read, then closes.
     async fn close_with(&mut self, api: &Arc<Api>, reply: Reply) {
-        let wall = api.node.env.clock.wall_micros();
+        let wall = api.node.env().clock.wall_micros();
         let tail = encode(&mut self.out, &reply, "", self.date.get(wall), false, true, false);
         if self.send(tail).await.is_ok() {
             self.linger(api).await;
@@ -366,7 +366,7 @@ impl Wire {
     /// reply before the client has read it.
     async fn linger(&mut self, api: &Arc<Api>) {
         let _ = self.conn.shutdown().await;
-        let mut deadline = api.node.env.rt.sleep(LINGER_TIME);
+        let mut deadline = api.node.env().rt.sleep(LINGER_TIME);
         let mut dropped = 0usize;
         while dropped <= LINGER_BYTES {
             self.buf.clear();

@@ -224,33 +224,25 @@ pub fn header_event_id(req: &Req) -> Result<Option<uuid::Uuid>, Reply> {
     }
 }
 
-/// Whether a write to `stream` changes users (the credential cache must forget them).
-fn touches_users(stream: &str) -> bool {
-    stream.strip_prefix("$$").unwrap_or(stream).starts_with("$user")
-}
-
 /// Checks `Write` access to `stream` and appends atomically; 201 with `Location` of the first
 /// event.
 pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, events: Vec<NewEvent>) -> Reply {
     // The ACL check uses cached metadata and settings when it can (the usual case); otherwise it
     // reads them on the blocking pool. The append then joins the group commit from this task.
-    let access = match api.auth.check_cached(req.principal.as_ref(), &stream, Operation::Write) {
+    let access = match api.node.auth().check_cached(req.principal.as_ref(), &stream, Operation::Write) {
         Some(access) => Ok(access),
         None => {
             let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
-            api.node.env.blocking(move || a.auth.check(p.as_ref(), &s, Operation::Write)).await
+            api.node.env().blocking(move || a.node.auth().check(p.as_ref(), &s, Operation::Write)).await
         }
     };
     let r: Result<Option<WriteResult>, WriteError> = match access {
         Ok(access) if access.allowed => {
-            api.node.store.append_async(&stream, expected, events).await.map(Some)
+            api.node.store().append_async(&stream, expected, events).await.map(Some)
         }
         Ok(_) => Ok(None),
         Err(e) => Err(e.into()),
     };
-    if touches_users(&stream) {
-        api.auth.invalidate();
-    }
     match r {
         Ok(Some(w)) => Reply::plain(StatusCode::CREATED, "Created")
             .header("location", event_uri(&req.base, &stream, w.first_event_number)),
@@ -289,7 +281,7 @@ async fn append_inner(
         None => header_id,
     };
     if single && id.is_none() {
-        let target = format!("{}/incoming/{}", req.url(), api.node.env.new_uuid());
+        let target = format!("{}/incoming/{}", req.url(), api.node.env().new_uuid());
         return Ok(Reply::body(
             StatusCode::TEMPORARY_REDIRECT,
             Media::TextPlain,
@@ -317,18 +309,15 @@ pub async fn delete(api: &Arc<Api>, req: &mut Req, stream: String) -> Reply {
         (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
     };
     let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
-    let env = api.node.env.clone();
+    let env = api.node.env().clone();
     let r: Result<bool, WriteError> = env
         .blocking(move || {
-            if !a.auth.check(p.as_ref(), &s, Operation::Delete)?.allowed {
+            if !a.node.auth().check(p.as_ref(), &s, Operation::Delete)?.allowed {
                 return Ok(false);
             }
-            a.node.store.delete(&s, expected, hard).map(|_| true)
+            a.node.store().delete(&s, expected, hard).map(|_| true)
         })
         .await;
-    if touches_users(&stream) {
-        api.auth.invalidate();
-    }
     match r {
         Ok(true) => Reply::plain(StatusCode::NO_CONTENT, "Stream deleted"),
         Ok(false) => Reply::unauthorized(),

@@ -20,7 +20,7 @@
 //! The footer is the last 128 bytes of the file and is all zeros until the chunk is completed. A new
 //! chunk is written in full (zeros) and synced when created, so later appends overwrite written
 //! blocks: syncing those is faster than syncing a growing file or `fallocate`d space (figures in
-//! the README's durability rules).
+//! docs/durability.md and docs/performance.md).
 
 use std::path::Path;
 
@@ -48,7 +48,8 @@ pub struct ChunkHeader {
     pub end: u32,
     /// Whether the chunk was rewritten by a scavenge.
     pub scavenged: bool,
-    /// Unique id of this file.
+    /// Id of this chunk: [`plain_id`] for a chunk as written (the same on every replica, so
+    /// replicas' chunk files are byte-identical), random for a scavenged one (node-local).
     pub id: [u8; 16],
 }
 
@@ -154,6 +155,13 @@ impl ChunkFooter {
 /// The file name of chunk `start` at `version`.
 pub fn file_name(start: u32, version: u32) -> String {
     format!("chunk-{start:06}.{version:06}")
+}
+
+/// The id of plain chunk `number`: `annal.chunk.` and the number, little-endian.
+pub fn plain_id(number: u32) -> [u8; 16] {
+    let mut id = *b"annal.chunk.\0\0\0\0";
+    id[12..].copy_from_slice(&number.to_le_bytes());
+    id
 }
 
 /// Parses `chunk-X.Y` (or the anchor's `chk-X.Y`) into `(start, version)`.

@@ -471,7 +471,7 @@ async fn measured_row(
     let probe = || {
         let i = calls.fetch_add(1, Ordering::Relaxed).min(1) as usize;
         if let Some(n) = node {
-            flushes[i].store(n.store.stats.flushes.load(Ordering::Relaxed), Ordering::Relaxed);
+            flushes[i].store(n.store().stats.flushes.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         gen::proc_cpu_secs(std::process::id()).unwrap_or(0.0)
     };

@@ -1,0 +1,316 @@
+//! The write queue and group commit: callers queue operations ([`Store::write`] blocks a thread,
+//! [`Store::write_async`] a task); the first caller to find no leader leads (or, for tasks, a
+//! dedicated leader runs on the writer's lane), takes every queued operation up to a byte bound,
+//! stages them, flushes them with one set of syncs, publishes them ([`Store::apply_committed`])
+//! and answers every caller; then leadership passes to the next waiter.
+//!
+//! Invariants: an operation is answered only after its group is durable and published, or
+//! refused; a failed flush answers every operation of its group with the storage error (rejections
+//! stay rejections); leadership always passes on, even when a leader unwinds.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::engine::{self, StreamState};
+use super::stage::Staged;
+use super::{lock, Committed, NewEvent, StorageError, Store, WriteError, WriteOp, WriteResult};
+use crate::log::LogError;
+
+pub(super) enum Reply {
+    Lead,
+    Done(Result<WriteResult, WriteError>),
+}
+
+/// How a queued operation's caller waits: a thread blocked in [`Store::write`] (which may be
+/// asked to lead), or a task awaiting [`Store::write_async`] (which never leads).
+pub(super) enum Waiter {
+    Thread(SyncSender<Reply>),
+    Task(tokio::sync::oneshot::Sender<Result<WriteResult, WriteError>>),
+}
+
+impl Waiter {
+    fn done(self, r: Result<WriteResult, WriteError>) {
+        match self {
+            Waiter::Thread(tx) => {
+                let _ = tx.send(Reply::Done(r));
+            }
+            Waiter::Task(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+pub(super) struct Pending {
+    op: WriteOp,
+    bytes: usize,
+    tx: Waiter,
+}
+
+#[derive(Default)]
+pub(super) struct Queue {
+    pending: VecDeque<Pending>,
+    leader: bool,
+}
+
+impl Store {
+    /// Performs a write through the group-commit pipeline. Blocks the calling thread until the
+    /// write is durable (or refused); async callers go through [`Env::blocking`].
+    pub fn write(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
+        let (tx, rx) = sync_channel(2);
+        if self.enqueue(op, Waiter::Thread(tx)) {
+            self.lead(false);
+        }
+        loop {
+            match rx.recv() {
+                Ok(Reply::Lead) => self.lead(false),
+                Ok(Reply::Done(r)) => return r,
+                Err(_) => return Err(StorageError::Io("the writer stopped".into()).into()),
+            }
+        }
+    }
+
+    /// [`Store::write`] for async callers: the operation joins the same group-commit queue, and
+    /// the task waits without holding a thread. When no leader is active, one is started on the
+    /// writer's [`Lane`](crate::env::Lane) (one thread that takes every such leader; inline in
+    /// simulations); it commits groups until the queue is empty or a waiting thread can lead.
+    pub async fn write_async(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let leader = self.enqueue(op, Waiter::Task(tx)).then(|| self.start_leader());
+        let r = rx.await.unwrap_or_else(|_| Err(StorageError::Io("the writer stopped".into()).into()));
+        // In simulations the leader ran inline; its modelled I/O time passes here, as it did when
+        // HTTP appends went through `Env::blocking`. A real leader is not waited for: it may go on
+        // with later groups.
+        #[cfg(feature = "sim")]
+        if let Some(io) = leader {
+            io.await;
+        }
+        #[cfg(not(feature = "sim"))]
+        drop(leader);
+        r
+    }
+
+    /// Appends events without blocking the calling task (see [`Store::write_async`]).
+    pub async fn append_async(
+        &self,
+        stream: &str,
+        expected: i64,
+        events: Vec<NewEvent>,
+    ) -> Result<WriteResult, WriteError> {
+        self.write_async(WriteOp::Append { stream: stream.to_owned(), expected, events }).await
+    }
+
+    /// Queues `op`; true when the caller must see to leading (no leader was active).
+    fn enqueue(&self, op: WriteOp, tx: Waiter) -> bool {
+        let bytes = match &op {
+            WriteOp::Append { events, .. } => {
+                events.iter().map(|e| e.data.len() + e.metadata.len() + 64).sum()
+            }
+            WriteOp::Delete { .. } | WriteOp::ScavengePoint { .. } => 64,
+        };
+        let mut q = lock(&self.queue);
+        q.pending.push_back(Pending { op, bytes, tx });
+        self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
+        !std::mem::replace(&mut q.leader, true)
+    }
+
+    /// Runs a dedicated leader on the writer's lane (the leader flag is already set).
+    /// The returned future completes when that leader is done; dropping it detaches the leader.
+    /// (Simulated runtimes run the leader inline and model its I/O time as that future's delay.)
+    fn start_leader(&self) -> crate::env::BoxFuture<'static, ()> {
+        match self.me.upgrade() {
+            Some(store) => self.leader_lane.run(Box::new(move || store.lead(true))),
+            // Unreachable while a caller holds the store; nothing can commit without it.
+            None => {
+                lock(&self.queue).leader = false;
+                Box::pin(async {})
+            }
+        }
+    }
+
+    /// Appends events (a convenience over [`Store::write`]).
+    pub fn append(
+        &self,
+        stream: &str,
+        expected: i64,
+        events: Vec<NewEvent>,
+    ) -> Result<WriteResult, WriteError> {
+        self.write(WriteOp::Append { stream: stream.to_owned(), expected, events })
+    }
+
+    /// Deletes a stream.
+    pub fn delete(&self, stream: &str, expected: i64, hard: bool) -> Result<WriteResult, WriteError> {
+        self.write(WriteOp::Delete { stream: stream.to_owned(), expected, hard })
+    }
+
+    /// Writes stream metadata (an event of type `$metadata` in `$$stream`).
+    pub fn set_metadata(
+        &self,
+        stream: &str,
+        expected: i64,
+        id: [u8; 16],
+        json: Bytes,
+    ) -> Result<WriteResult, WriteError> {
+        engine::validate_name(stream)?;
+        let ev = NewEvent {
+            id,
+            event_type: "$metadata".into(),
+            data: json,
+            metadata: Bytes::new(),
+            is_json: true,
+        };
+        self.append(&format!("$${stream}"), expected, vec![ev])
+    }
+
+    /// Commits queued groups. A thread that waits in [`Store::write`] leads one group and hands
+    /// leadership to the next waiting thread; tasks of [`Store::write_async`] cannot lead, so
+    /// when one is next, a `dedicated` leader (on the writer's lane) goes on to the next group
+    /// and a thread's leader starts a dedicated one and returns to its caller.
+    fn lead(&self, dedicated: bool) {
+        // If this leader unwinds (a bug), leadership must still pass on, or every later write
+        // would wait forever; its own group's callers see the writer stop (their senders drop).
+        struct HandOff<'a>(&'a Store, bool);
+        impl Drop for HandOff<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    return;
+                }
+                let mut q = lock(&self.0.queue);
+                match q.pending.front().map(|p| &p.tx) {
+                    Some(Waiter::Thread(tx)) => {
+                        let _ = tx.send(Reply::Lead);
+                    }
+                    // Queued tasks wait for the next write to start a leader.
+                    Some(Waiter::Task(_)) | None => q.leader = false,
+                }
+            }
+        }
+        let mut hand_off = HandOff(self, true);
+        loop {
+            self.commit_next();
+            let mut q = lock(&self.queue);
+            match q.pending.front().map(|p| &p.tx) {
+                None => {
+                    q.leader = false;
+                    break;
+                }
+                Some(Waiter::Thread(tx)) => {
+                    let _ = tx.send(Reply::Lead);
+                    break;
+                }
+                Some(Waiter::Task(_)) if dedicated => {}
+                Some(Waiter::Task(_)) => {
+                    drop(q);
+                    // Detached: this thread goes back to its caller.
+                    drop(self.start_leader());
+                    break;
+                }
+            }
+        }
+        hand_off.1 = false;
+    }
+
+    /// Takes the next group off the queue, commits it and answers its callers.
+    fn commit_next(&self) {
+        let batch: Vec<Pending> = {
+            let mut q = lock(&self.queue);
+            let mut taken = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(p) = q.pending.front() {
+                // BUGGIFY (sim only): end the group early, so groups of every size occur.
+                if !taken.is_empty() && (bytes + p.bytes > self.cfg.group_bytes_max || crate::buggify!()) {
+                    break;
+                }
+                bytes += p.bytes;
+                taken.extend(q.pending.pop_front());
+            }
+            self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
+            taken
+        };
+        let clock = &self.env.clock;
+        let started = clock.monotonic();
+        let ops: Vec<&WriteOp> = batch.iter().map(|p| &p.op).collect();
+        let (results, staged, committed) = self.commit_group(&ops);
+        let took = (clock.monotonic() - started).as_micros() as u64;
+        let s = &self.stats;
+        s.flushes.fetch_add(1, Ordering::Relaxed);
+        s.last_flush_size.store(batch.len() as u64, Ordering::Relaxed);
+        s.total_flush_size.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        s.max_flush_size.fetch_max(batch.len() as u64, Ordering::Relaxed);
+        s.last_flush_us.store(took, Ordering::Relaxed);
+        s.total_flush_us.fetch_add(took, Ordering::Relaxed);
+        s.max_flush_us.fetch_max(took, Ordering::Relaxed);
+        for (p, r) in batch.into_iter().zip(results) {
+            p.tx.done(r);
+        }
+        crate::env::add_elapsed(&s.total_stage_ns, started, staged);
+        crate::env::add_elapsed(&s.total_publish_ns, committed, clock.monotonic());
+    }
+
+    /// Stages, commits and publishes one group; also returns when staging ended and when the
+    /// commit did (monotonic), for the writer's phase statistics.
+    fn commit_group(&self, ops: &[&WriteOp]) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration) {
+        let mut w = lock(&self.writer);
+        let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
+        let mut staged =
+            Staged { results: Vec::new(), entries: Vec::new(), names: Vec::new(), recent: Vec::new() };
+        let now = self.env.clock.wall_micros();
+        let mut staged_any = false;
+        for op in ops {
+            let r = self.stage(&mut w, &mut overlay, op, now, &mut staged);
+            match r {
+                Ok((res, wrote)) => {
+                    staged_any |= wrote;
+                    staged.results.push(Some(Ok(res)));
+                }
+                Err(e) => staged.results.push(Some(Err(e))),
+            }
+            if self.log.is_poisoned() {
+                break;
+            }
+        }
+        let staged_at = self.env.clock.monotonic();
+        let commit = if staged_any || self.log.is_poisoned() {
+            w.flush().map_err(StorageError::from)
+        } else {
+            Ok(self.log.committed())
+        };
+        drop(w);
+        let committed_at = self.env.clock.monotonic();
+        let mut out = Vec::with_capacity(ops.len());
+        match commit {
+            Ok(pos) => {
+                let results = std::mem::take(&mut staged.results);
+                self.apply_committed(Committed::staged(pos, staged, overlay));
+                for r in results
+                    .into_iter()
+                    .map(|r| r.unwrap_or_else(|| Err(StorageError::ReadOnly("not staged".into()).into())))
+                {
+                    out.push(r.map(|mut w| {
+                        w.commit_position = pos;
+                        w
+                    }));
+                }
+                out.resize_with(ops.len(), || {
+                    Err(StorageError::ReadOnly(LogError::Poisoned.to_string()).into())
+                });
+            }
+            Err(e) => {
+                // Nothing of this group is acknowledged; rejections stay rejections.
+                for r in staged.results.into_iter().flatten() {
+                    out.push(match r {
+                        Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
+                        Err(other) => Err(other),
+                        Ok(_) => Err(WriteError::Storage(e.clone())),
+                    });
+                }
+                out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));
+            }
+        }
+        (out, staged_at, committed_at)
+    }
+}

@@ -1,0 +1,288 @@
+//! The seams the cluster builds on: the follow feed of committed records (history, then new
+//! commits, in bounded batches), a log that follows a leader (`append_at` makes byte-identical
+//! chunks; misplaced or corrupt records are refused without harm), the durable end apart from
+//! the committed position, and online truncation of a tail that is durable but not committed
+//! (including power loss part-way and afterwards).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use annal::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
+use annal::env::{Disk, Env, OpenMode};
+use annal::log::record::{self, flags, EventFrame, Record};
+use annal::log::{Log, LogConfig, LogError, LogWriter};
+use annal::store::{NewEvent, Store, StoreConfig, WriteOp, ANY};
+
+fn env(disk: Arc<MemDisk>, seed: u64) -> Env {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    Env::new(disk, clock, Arc::new(MemNet::default()), Arc::new(InlineRuntime), seed)
+}
+
+fn ev(i: u32, size: usize) -> NewEvent {
+    let mut id = [0u8; 16];
+    id[..4].copy_from_slice(&i.to_le_bytes());
+    id[15] = 7;
+    NewEvent {
+        id,
+        event_type: "test".into(),
+        data: vec![b'a' + (i % 26) as u8; size].into(),
+        metadata: Default::default(),
+        is_json: false,
+    }
+}
+
+fn store_cfg(dir: &str) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.chunk_size = 8192;
+    c.memtable_max = 64;
+    c.existence_filter_bytes = 4096;
+    c
+}
+
+fn read_file(disk: &MemDisk, path: &Path) -> Vec<u8> {
+    let f = disk.open(path, OpenMode::Read).unwrap();
+    f.read_vec_at(f.len().unwrap() as usize, 0).unwrap()
+}
+
+/// Chunk files of `dir` (names and contents), in order.
+fn chunks(disk: &MemDisk, dir: &str) -> Vec<(String, Vec<u8>)> {
+    let mut names: Vec<String> =
+        disk.list(Path::new(dir)).unwrap().into_iter().filter(|n| n.starts_with("chunk-")).collect();
+    names.sort();
+    names.into_iter().map(|n| (n.clone(), read_file(disk, &Path::new(dir).join(&n)))).collect()
+}
+
+/// Copies every committed record of `from` into `to` with `append_at`, flushing every `every`.
+fn replicate(from: &Log, to: &mut LogWriter, every: usize) {
+    let mut scan = from.scan(0);
+    let mut n = 0;
+    while let Some(r) = scan.next_with_frame() {
+        let (rec, frame) = r.unwrap();
+        to.append_at(rec.log_position(), &frame).unwrap();
+        n += 1;
+        if n % every == 0 {
+            to.commit().unwrap();
+        }
+    }
+    to.commit().unwrap();
+}
+
+#[test]
+fn a_log_built_from_append_at_is_byte_identical() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 3);
+    let leader = Store::open(&env, store_cfg("/leader")).unwrap();
+    // Records of many sizes across several chunks, with deletes, metadata and a scavenge point
+    // (which completes its chunk early).
+    for i in 0..120u32 {
+        // s-4 is hard-deleted at 80; later writes go elsewhere.
+        let stream = if i > 80 && i % 7 == 4 { "late".to_string() } else { format!("s-{}", i % 7) };
+        leader.append(&stream, ANY, vec![ev(i, (i as usize * 37) % 1500)]).unwrap();
+        if i == 40 {
+            leader.write(WriteOp::ScavengePoint { threshold: 0 }).unwrap();
+        }
+        if i == 60 {
+            leader.delete("s-3", ANY, false).unwrap();
+        }
+        if i == 80 {
+            leader.delete("s-4", ANY, true).unwrap();
+        }
+    }
+    leader.append("tail", ANY, (0..5).map(|i| ev(500 + i, 300)).collect()).unwrap();
+    assert!(leader.log().committed() > 4 * 8192, "the records span several chunks");
+    let (follower, mut w, _) =
+        Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    replicate(leader.log(), &mut w, 5);
+    assert_eq!(follower.durable(), leader.log().committed());
+    assert_eq!(follower.committed(), leader.log().committed());
+    let (a, b) = (chunks(&disk, "/leader"), chunks(&disk, "/follower"));
+    assert_eq!(a.iter().map(|c| &c.0).collect::<Vec<_>>(), b.iter().map(|c| &c.0).collect::<Vec<_>>());
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{name} differs between the leader and the follower");
+    }
+    // The follower's log reads back every record of the leader's.
+    let theirs: Vec<Record> = leader.log().scan(0).map(Result::unwrap).collect();
+    let ours: Vec<Record> = follower.scan(0).map(Result::unwrap).collect();
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn misplaced_or_corrupt_records_are_refused_without_poisoning_the_log() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 4);
+    let leader = Store::open(&env, store_cfg("/leader")).unwrap();
+    leader.append("s", ANY, vec![ev(1, 100), ev(2, 100)]).unwrap();
+    let frames: Vec<(u64, bytes::Bytes)> = {
+        let mut scan = leader.log().scan(0);
+        std::iter::from_fn(|| scan.next_with_frame())
+            .map(|r| r.map(|(rec, f)| (rec.log_position(), f)).unwrap())
+            .collect()
+    };
+    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    // Out of order: the second record first.
+    let (p1, f1) = &frames[1];
+    assert!(matches!(w.append_at(*p1, f1), Err(LogError::Misplaced { .. })));
+    // Claimed at a position other than its own.
+    let (p0, f0) = &frames[0];
+    assert!(matches!(w.append_at(p0 + 8, f0), Err(LogError::Misplaced { .. })));
+    // A flipped bit.
+    let mut bad = f0.to_vec();
+    bad[20] ^= 1;
+    assert!(matches!(w.append_at(*p0, &bad), Err(LogError::Misplaced { .. })));
+    // Two records as one frame.
+    let two = [&f0[..], &f1[..]].concat();
+    assert!(matches!(w.append_at(*p0, &two), Err(LogError::Misplaced { .. })));
+    assert!(!log.is_poisoned());
+    for (p, f) in &frames {
+        w.append_at(*p, f).unwrap();
+    }
+    assert_eq!(w.commit().unwrap(), leader.log().committed());
+}
+
+#[test]
+fn the_durable_end_runs_ahead_of_the_committed_position_until_published() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 5);
+    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let fill = |n: usize| move |_: u64, b: &mut Vec<u8>| b.resize(b.len() + n, 0x5A);
+    w.append(100, fill(100)).unwrap();
+    assert_eq!(w.flush().unwrap(), 100);
+    assert_eq!((log.durable(), log.committed()), (100, 0), "durable, not yet visible");
+    assert!(log.read(0).is_err() && log.scan(0).next().is_none(), "readers see nothing past committed");
+    log.publish(100);
+    assert_eq!(log.committed(), 100);
+}
+
+/// Stages event `n` of stream `s` with 900 bytes of data (about 1000 bytes of frame).
+fn stage_event(w: &mut LogWriter, n: i64) -> u64 {
+    let data = [n as u8; 900];
+    let frame = EventFrame {
+        log_position: 0,
+        flags: flags::DATA | flags::IS_COMMITTED | flags::TX_BEGIN | flags::TX_END,
+        transaction_position: 0,
+        transaction_offset: 0,
+        event_number: n,
+        event_id: [n as u8; 16],
+        timestamp_us: 1,
+        stream: "s",
+        event_type: "t",
+        data: &data,
+        metadata: &[],
+    };
+    w.append(frame.len(), |pos, out| {
+        record::encode_frame(&EventFrame { log_position: pos, transaction_position: pos, ..frame }, out)
+    })
+    .unwrap()
+}
+
+/// A follower log with `n` records of about 1000 bytes durable, of which the first `committed`
+/// are published.
+fn follower_with(env: &Env, n: usize, committed: usize) -> (Arc<Log>, LogWriter, Vec<u64>) {
+    let (log, mut w, _) = Log::open(env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let mut ends = Vec::new();
+    for i in 0..n {
+        stage_event(&mut w, i as i64);
+        ends.push(w.flush().unwrap());
+    }
+    log.publish(if committed == 0 { 0 } else { ends[committed - 1] });
+    (log, w, ends)
+}
+
+#[test]
+fn online_truncation_drops_a_durable_uncommitted_tail_across_chunks() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 6);
+    // Four records of about 1000 bytes per 4096-byte chunk: 10 records reach chunk 2.
+    let (log, mut w, ends) = follower_with(&env, 10, 3);
+    assert!(disk.exists(Path::new("/db/chunk-000002.000000")));
+    // Below the committed position: refused (that is truncate.chk and a restart).
+    assert!(matches!(w.truncate_to(ends[1]), Err(LogError::Misplaced { .. })));
+    // Past the end: refused.
+    assert!(matches!(w.truncate_to(ends[9] + 1), Err(LogError::Misplaced { .. })));
+    assert!(!log.is_poisoned());
+    w.truncate_to(ends[2]).unwrap();
+    assert_eq!((log.durable(), w.position()), (ends[2], ends[2]));
+    assert!(!disk.exists(Path::new("/db/chunk-000001.000000")), "later chunks are removed");
+    assert!(!disk.exists(Path::new("/db/chunk-000002.000000")));
+    // The log goes on from there, and writes the same positions again.
+    stage_event(&mut w, 3);
+    assert_eq!(w.commit().unwrap(), ends[3]);
+    assert_eq!(log.committed(), ends[3]);
+    drop((log, w));
+    // After a power loss the log opens at the truncated and rewritten end.
+    disk.crash();
+    let (log, _, report) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    assert_eq!((log.committed(), report.torn_bytes), (ends[3], 0));
+    let recs: Vec<Record> = log.scan(0).map(Result::unwrap).collect();
+    assert_eq!(recs.len(), 4);
+}
+
+#[test]
+fn truncation_within_the_writers_chunk_zeroes_the_tail_durably() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 7);
+    let (log, mut w, ends) = follower_with(&env, 3, 1);
+    w.truncate_to(ends[0]).unwrap();
+    drop((log, w));
+    disk.crash();
+    let (log, _, report) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    assert_eq!(log.committed(), ends[0]);
+    assert_eq!(report.torn_bytes, 0, "the dropped records were zeroed and synced, not left as a torn tail");
+}
+
+#[test]
+fn a_power_loss_right_after_a_truncation_began_leaves_a_consistent_log() {
+    // writer.chk is lowered first; whatever else the truncation did before the power failed,
+    // recovery finishes it from writer.chk.
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 8);
+    let (log, mut w, ends) = follower_with(&env, 9, 2);
+    w.truncate_to(ends[4]).unwrap();
+    drop((log, w));
+    disk.crash();
+    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    assert_eq!(log.committed(), ends[4]);
+    assert!(!disk.exists(Path::new("/db/chunk-000002.000000")));
+    stage_event(&mut w, 5);
+    assert_eq!(w.commit().unwrap(), ends[5]);
+}
+
+#[tokio::test]
+async fn a_follow_cursor_reads_history_then_waits_for_new_commits() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 9);
+    let store = Store::open(&env, store_cfg("/db")).unwrap();
+    for i in 0..50 {
+        store.append("a", ANY, vec![ev(i, 200)]).unwrap();
+    }
+    let mut cursor = store.follow(0);
+    let mut seen = Vec::new();
+    while cursor.has_more() {
+        // A batch never holds more than asked for.
+        let batch = cursor.next(8).await.unwrap();
+        assert!(!batch.is_empty() && batch.len() <= 8);
+        seen.extend(batch);
+    }
+    let events: Vec<i64> = seen
+        .iter()
+        .filter_map(|r| match r {
+            Record::Event(e) => Some(e.event_number),
+            Record::Epoch(_) => None,
+        })
+        .collect();
+    assert_eq!(events, (0..50).collect::<Vec<i64>>(), "history in log order, each once");
+    assert!(matches!(seen[0], Record::Epoch(_)), "the epoch record comes too");
+    // Caught up: the next call waits for a commit.
+    let waiting = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut cursor = store.follow_new();
+            cursor.next(100).await.unwrap()
+        })
+    };
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    store.append("b", ANY, vec![ev(99, 10)]).unwrap();
+    let batch = waiting.await.unwrap();
+    assert!(matches!(&batch[..], [Record::Event(e)] if e.stream == "b"));
+}
