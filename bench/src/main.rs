@@ -59,7 +59,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
-                   (peers needs the peers feature: src/bin/annal-bench/peers/run.sh)";
+                   (peers needs the peers feature: bench/peers/run.sh)";
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
@@ -156,7 +156,7 @@ fn peers_mode(args: &Args) {
 
 #[cfg(not(feature = "peers"))]
 fn peers_mode(_: &Args) {
-    eprintln!("annal-bench: this build has no peer drivers; run\n  src/bin/annal-bench/peers/run.sh");
+    eprintln!("annal-bench: this build has no peer drivers; run\n  bench/peers/run.sh");
     std::process::exit(2);
 }
 

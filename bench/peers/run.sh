@@ -3,6 +3,6 @@
 # compile UmaDB's gRPC definitions with protoc, so a fresh machine gets Debian's protobuf-compiler
 # first (install.sh protoc); without it the `peers` feature does not build.
 set -euo pipefail
-cd "$(dirname "$0")/../../../.."
-bash src/bin/annal-bench/peers/install.sh protoc
-exec cargo run --release --features peers --bin annal-bench -- peers "$@"
+cd "$(dirname "$0")/../.."  # the repository root
+bash bench/peers/install.sh protoc
+exec cargo run --release -p annal-bench --features peers -- peers "$@"

@@ -1,15 +1,16 @@
 //! `annal-bench peers`: Annal side by side with the event stores a user would pick instead, in
 //! one run, with the same workloads and the same load generator ([`crate::gen`]).
 //!
-//! Each system is installed if missing (`install.sh`: Debian packages, `cargo install`), started on
-//! 127.0.0.1 with durable settings in a fresh directory under `target/bench-peers/`, measured,
-//! and stopped before the next one starts, so no two servers compete for the 2 cores; before each
-//! start the page cache's dirty data is written out ([`crate::gen::settle_disk`]), so no system's
-//! fsyncs queue behind the writeback of the one before, and a short fsync probe records the disk's
-//! state as the system starts (this host's shared disk has slow phases; the table shows them), and
-//! the CPU steal while it is measured (the hypervisor's share of the VM's CPU time: this host has
-//! phases where other guests take half of it; the table shows those too). A
-//! system that cannot be installed or started gets a row saying so; the run goes on.
+//! Each system is installed if missing (`bench/peers/install.sh`: Debian packages, `cargo
+//! install`), started on 127.0.0.1 with durable settings in a fresh directory under
+//! `target/bench-peers/`, measured, and stopped before the next one starts, so no two servers
+//! compete for the 2 cores; before each start the page cache's dirty data is written out
+//! ([`crate::gen::settle_disk`]), so no system's fsyncs queue behind the writeback of the one
+//! before, and a short fsync probe records the disk's state as the system starts (this host's
+//! shared disk has slow phases; the table shows them), and the CPU steal while it is measured (the
+//! hypervisor's share of the VM's CPU time: this host has phases where other guests take half of
+//! it; the table shows those too). A system that cannot be installed or started gets a row saying
+//! so; the run goes on.
 //!
 //! Workloads (1 KiB JSON events, each after a warm-up, for a fixed window):
 //! 1. single-event appends at 1/16/64 connections, each connection to its own stream, with
@@ -53,8 +54,8 @@ use serde_json::json;
 use crate::gen::{self, BoxFut, Measured, Op};
 use crate::Args;
 
-/// The install script (`install.sh <peer>`), run with bash.
-const INSTALL: &str = include_str!("install.sh");
+/// The install script (`bench/peers/install.sh <peer>`), run with bash.
+const INSTALL: &str = include_str!("../../peers/install.sh");
 
 /// A system under test, started.
 pub trait Driver: Send + Sync {
