@@ -1,20 +1,32 @@
-//! `annal-bench`: benchmarks that print figures (never timed tests).
+//! `annal-bench`: the benchmark harness of Annal, a workspace member of its own (`bench/`) so the
+//! node's package carries none of its dependencies. It owns every benchmark command, each printing
+//! figures (never timed tests); run them with `cargo run --release -p annal-bench -- <command>`:
 //!
 //! - `annal-bench storage [--seconds N] [--dir PATH] [--streams N]` measures the storage engine
 //!   directly (no HTTP) on the real disk: durable 1 KiB appends with 1 writer and 64 concurrent
 //!   writers (group commit), batches of 100, read-forward throughput from the page cache, and
 //!   index memory for many streams; it prints a table and peak RSS.
 //! - `annal-bench scavenge [--gib G] [--dir PATH]` measures a scavenge of a log of `G` GiB.
-//! - `annal-bench http [--url URL] [--seconds N]` drives a node over HTTP (keep-alive hyper
-//!   connections, one task per connection): single-event appends at 1/16/64 connections, batches
-//!   of 100, reads of 20-event feed pages. Without `--url` it starts a node in-process on an
-//!   ephemeral loopback port with a fresh data directory under `target/bench-data`.
+//! - `annal-bench disk [--seconds N] [--dir PATH]` measures what one 1 KiB append plus `fdatasync`
+//!   costs on this disk, by how the file's space was prepared and whether the write ends a page.
+//! - `annal-bench http [--url URL] [--seconds N] [--only ROWS]` drives a node over HTTP
+//!   (keep-alive connections, one task per connection): single-event appends at 1/16/64
+//!   connections, batches of 100, reads of 20-event feed pages. Without `--url` it starts a node
+//!   in-process on an ephemeral loopback port with a fresh data directory under
+//!   `target/bench-data`.
 //! - `annal-bench instructions [--appends N]` counts the user-space instructions the node executes
-//!   per single-event HTTP append, under valgrind's callgrind (repeatable, unlike times).
-//! - `annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only a,b]` (needs the `peers`
-//!   feature) runs the same workloads against Annal and the peers a user would pick instead
-//!   (PostgreSQL, Redis Streams, NATS JetStream, SierraDB, UmaDB), each installed and started on
-//!   127.0.0.1 by this command, and prints a table with Annal's ratio to each peer.
+//!   per single-event HTTP append and per event read, under valgrind's callgrind (repeatable,
+//!   unlike times).
+//! - `annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only a,b]` (needs this
+//!   crate's `peers` feature, which owns the peer client crates; `bench/peers/run.sh` builds with
+//!   it and installs what is missing with `bench/peers/install.sh`) runs the same workloads against
+//!   Annal and the peers a user would pick instead (PostgreSQL, Redis Streams, NATS JetStream,
+//!   SierraDB, UmaDB), each installed and started on 127.0.0.1 by this command, and prints a table
+//!   with Annal's ratio to each peer.
+//! - `annal-bench node [--dir PATH] [--port N]` (internal) serves a node with default settings
+//!   until SIGTERM/SIGINT: the separate Annal process that `peers` and `instructions` measure.
+//!
+//! It uses only the `annal` library's public API (store, scavenge, node, config, `env::real`).
 
 // A measurement tool, not node code: it uses OS time, threads, sockets and /proc directly.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
