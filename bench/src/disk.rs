@@ -1,8 +1,8 @@
 //! `annal-bench disk`: what one 1 KiB append plus `fdatasync` costs on this disk, depending on how
 //! the file's space was prepared and whether the write runs to the end of its page. These are the
-//! figures behind the chunk writer's choices (README, durability rules): chunks are zeroed ahead
-//! of the writer, and its writes are padded to the page end so the kernel never reads a page
-//! before writing it.
+//! figures behind the chunk writer's choices (docs/durability.md, rules 5 and 6): chunks are
+//! zeroed ahead of the writer, and its writes are padded to the page end so the kernel never reads
+//! a page before writing it.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;

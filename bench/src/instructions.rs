@@ -1,7 +1,7 @@
 //! `annal-bench instructions [--appends N]`: user-space instructions the node executes per
 //! single-event append and per event read over HTTP, counted by valgrind's callgrind. Unlike
 //! times, the counts do not move with the machine's load or its disk, so two builds can be
-//! compared on one run each: this is how request-path changes are measured (README, performance).
+//! compared on one run each: this is how request-path changes are measured (docs/performance.md).
 //!
 //! The node (this binary's `node` mode, the same node as `annal`) runs under callgrind three
 //! times: serving only start-up and `/ping`; also serving `N` appends (1 KiB JSON events,
