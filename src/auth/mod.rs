@@ -19,13 +19,14 @@ pub mod password;
 mod users;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use sha2::Digest;
 
-use crate::env::Env;
+use crate::env::{Env, Watermark};
 use crate::log::record::Record;
 use crate::store::{ReadError, StorageError, Store};
 
@@ -111,9 +112,11 @@ pub struct Auth {
     iterations: u32,
     creds: Mutex<CredCache>,
     settings: Mutex<Option<(i64, Arc<Settings>)>>,
-    /// How far the user watcher ([`Auth::watch`]) has looked at committed records; `None`
-    /// until it runs (then only this type's own user changes clear the caches).
-    seen: tokio::sync::watch::Sender<Option<u64>>,
+    /// How far the user watcher ([`Auth::watch`]) has looked at committed records.
+    seen: Watermark,
+    /// Whether the user watcher runs (until it does, only this type's own user changes clear
+    /// the caches).
+    watching: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -141,7 +144,8 @@ impl Auth {
             iterations: iterations.max(1),
             creds: Mutex::new(CredCache { generation: 0, entries: HashMap::new() }),
             settings: Mutex::new(None),
-            seen: tokio::sync::watch::channel(None).0,
+            seen: Watermark::new(0),
+            watching: AtomicBool::new(false),
         }
     }
 
@@ -202,7 +206,8 @@ impl Auth {
     pub fn watch(self: &Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         let auth = self.clone();
         let mut feed = self.store.follow_new();
-        self.seen.send_replace(Some(feed.position()));
+        self.seen.raise(feed.position());
+        self.watching.store(true, Ordering::Release);
         self.env.rt.spawn(Box::pin(async move {
             loop {
                 let batch = tokio::select! {
@@ -224,9 +229,10 @@ impl Auth {
                         continue;
                     }
                 }
-                auth.seen.send_replace(Some(feed.position()));
+                auth.seen.raise(feed.position());
             }
-            auth.seen.send_replace(None);
+            auth.watching.store(false, Ordering::Release);
+            auth.seen.raise(u64::MAX);
         }));
     }
 
@@ -235,13 +241,12 @@ impl Auth {
     /// when it did not catch up within [`USER_WATCH_SETTLE`] (the caller then skips the caches).
     pub async fn settled(&self) -> bool {
         let target = self.store.log().committed();
-        let mut seen = self.seen.subscribe();
-        if seen.borrow().is_none_or(|s| s >= target) {
+        if !self.watching.load(Ordering::Acquire) || self.seen.get() >= target {
             return true;
         }
         tokio::select! {
             biased;
-            r = seen.wait_for(|s| s.is_none_or(|s| s >= target)) => r.is_ok(),
+            _ = self.seen.wait_until(|s| s >= target) => true,
             _ = self.env.rt.sleep(USER_WATCH_SETTLE) => false,
         }
     }

@@ -19,6 +19,7 @@ pub mod mem;
 pub mod real;
 #[cfg(feature = "sim")]
 pub mod sim;
+mod watermark;
 
 use std::future::Future;
 use std::io;
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+pub use watermark::Watermark;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;

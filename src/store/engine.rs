@@ -1,13 +1,22 @@
 //! The stream engine's decisions, free of I/O: expected-version checks, idempotency, delete rules,
-//! name validation and event visibility. The shell ([`super::Store`]) fetches the facts these
-//! functions need (stream state, the ids already written at the expected positions) and performs
-//! the writes they decide on.
+//! re-creating soft-deleted streams, metadata state, name validation and event visibility. Each
+//! write operation becomes a [`Plan`] ([`plan_append`], [`plan_delete`], [`plan_scavenge_point`]):
+//! the events to write and the stream states they leave. The shell ([`super::Store`]) supplies the
+//! facts a decision needs through [`Facts`] (stream states, the ids already written at the
+//! expected positions, recent ids, fresh ids) and only encodes the planned events; the plan is
+//! what a cluster's leader replicates.
 //!
 //! Rules are v5's (expected versions, idempotent repeats, deletes, metadata); `model/` states the same
 //! semantics independently and the model comparison test holds the two together.
 
-use super::metadata::StreamMetadata;
-use super::WriteError;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::metadata::{self, StreamMetadata};
+use super::{NewEvent, StorageError, WriteError, SCAVENGE_POINTS};
 
 /// Expected version: any.
 pub const ANY: i64 = -2;
@@ -165,6 +174,278 @@ pub fn check_delete(state: &StreamState, expected: i64) -> Result<(), WriteError
     } else {
         Err(WriteError::WrongExpectedVersion { current: state.last })
     }
+}
+
+/// The facts a decision needs, fetched by the shell: stream states (as the operations before
+/// this one in the group leave them), ids already stored, recently written ids, and fresh ids for
+/// the events the engine adds (metadata for re-created and soft-deleted streams, scavenge
+/// points). The engine performs no I/O itself.
+pub trait Facts {
+    /// The state of `name`.
+    fn state(&mut self, name: &str) -> Result<StreamState, StorageError>;
+    /// Ids of the raw events `from .. from + count` of `stream` (`None` where one is missing).
+    fn existing_ids(
+        &mut self,
+        stream: &str,
+        from: i64,
+        count: usize,
+    ) -> Result<Vec<Option<[u8; 16]>>, StorageError>;
+    /// Where a recent write put `id` in `stream` (its event number), if it did.
+    fn recent(&self, stream: &str, id: &[u8; 16]) -> Option<i64>;
+    /// A fresh event id.
+    fn new_id(&mut self) -> [u8; 16];
+}
+
+/// An event the engine decided to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent<'a> {
+    /// Its stream (shared by the events of one atomic write).
+    pub stream: Arc<str>,
+    /// Its number ([`TOMBSTONE`] for a hard delete).
+    pub event_number: i64,
+    /// Its id.
+    pub id: [u8; 16],
+    /// Its type.
+    pub event_type: Cow<'a, str>,
+    /// Data.
+    pub data: Bytes,
+    /// Metadata.
+    pub metadata: Bytes,
+    /// Whether data and metadata are JSON.
+    pub is_json: bool,
+    /// Its index in its atomic write (the events one operation writes to one stream).
+    pub tx_offset: u32,
+    /// Whether it ends its atomic write.
+    pub tx_end: bool,
+    /// A hard delete's tombstone.
+    pub tombstone: bool,
+    /// Whether its id is remembered for idempotent retries with `-2`/`-4`.
+    pub remember_id: bool,
+}
+
+/// What one write operation does, decided: the events to write in order, the numbers to answer
+/// with, and the stream states it leaves. The shell only encodes the events; a cluster's leader
+/// replicates what it encoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan<'a> {
+    /// Events to write, in log order.
+    pub events: Vec<PlannedEvent<'a>>,
+    /// Number of the first event answered.
+    pub first_event_number: i64,
+    /// Number of the last event answered.
+    pub last_event_number: i64,
+    /// The event whose log position the answer reports (`None`: nothing is written).
+    pub reported: Option<usize>,
+    /// Whether the chunk is completed after the events (a scavenge point).
+    pub completes_chunk: bool,
+    /// The states of the streams the operation touched, after it.
+    pub states: BTreeMap<String, StreamState>,
+}
+
+impl<'a> Plan<'a> {
+    /// An operation that writes nothing and answers `first..=last` (an idempotent repeat).
+    fn nothing(first: i64, last: i64) -> Plan<'a> {
+        Plan { first_event_number: first, last_event_number: last, ..Plan::default() }
+    }
+
+    /// The state of `name` as this plan leaves it so far.
+    fn state(&mut self, facts: &mut dyn Facts, name: &str) -> Result<StreamState, StorageError> {
+        if let Some(s) = self.states.get(name) {
+            return Ok(s.clone());
+        }
+        let s = facts.state(name)?;
+        self.states.insert(name.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Adds `events` as one atomic write to `stream`, numbered after its last, and updates the
+    /// states: the stream's last number and, for a metastream, the metadata of its target.
+    /// Returns the index of the first added event.
+    fn push(
+        &mut self,
+        facts: &mut dyn Facts,
+        stream: &str,
+        events: impl ExactSizeIterator<Item = NewEventParts<'a>>,
+        remember_id: bool,
+    ) -> Result<usize, StorageError> {
+        let mut st = self.state(facts, stream)?;
+        let first = st.last + 1;
+        let name: Arc<str> = Arc::from(stream);
+        let at = self.events.len();
+        let k = events.len();
+        for (i, (id, event_type, data, metadata, is_json)) in events.enumerate() {
+            self.events.push(PlannedEvent {
+                stream: name.clone(),
+                event_number: first + i as i64,
+                id,
+                event_type,
+                data,
+                metadata,
+                is_json,
+                tx_offset: i as u32,
+                tx_end: i + 1 == k,
+                tombstone: false,
+                remember_id,
+            });
+        }
+        let last = first + k as i64 - 1;
+        st.last = last;
+        self.states.insert(stream.to_owned(), st);
+        if let (Some(target), Some(e)) = (meta_target(stream), self.events.last()) {
+            let meta = if e.is_json && !e.data.is_empty() {
+                StreamMetadata::parse(&e.data)
+            } else {
+                StreamMetadata { raw: Some(e.data.clone()), ..StreamMetadata::default() }
+            };
+            let mut t = self.state(facts, target)?;
+            t.meta_last = last;
+            t.meta = meta;
+            self.states.insert(target.to_owned(), t);
+        }
+        Ok(at)
+    }
+}
+
+/// An event's id, type, data, metadata and JSON flag.
+type NewEventParts<'a> = ([u8; 16], Cow<'a, str>, Bytes, Bytes, bool);
+
+fn parts(e: &NewEvent) -> NewEventParts<'_> {
+    (e.id, Cow::Borrowed(e.event_type.as_str()), e.data.clone(), e.metadata.clone(), e.is_json)
+}
+
+fn metadata_event<'a>(id: [u8; 16], data: Bytes) -> NewEventParts<'a> {
+    (id, Cow::Borrowed("$metadata"), data, Bytes::new(), true)
+}
+
+/// Decides an append of `events` to `stream` with `expected` (the events are validated for size
+/// by the shell). Re-creating a soft-deleted stream first writes its metadata with `$tb` moved to
+/// the first new event; metadata written for a soft-deleted stream keeps it undeleted past its
+/// last event.
+pub fn plan_append<'a>(
+    facts: &mut dyn Facts,
+    stream: &str,
+    expected: i64,
+    events: &'a [NewEvent],
+) -> Result<Plan<'a>, WriteError> {
+    validate_name(stream)?;
+    let mut plan = Plan::default();
+    let state = plan.state(facts, stream)?;
+    let meta_of = meta_target(stream);
+    let target_tombstoned = match meta_of {
+        Some(t) => plan.state(facts, t)?.is_tombstoned(),
+        None => false,
+    };
+    let ids: Vec<[u8; 16]> = events.iter().map(|e| e.id).collect();
+    let existing = if needs_existing_ids(&state, expected) {
+        facts.existing_ids(stream, expected + 1, ids.len())?
+    } else {
+        Vec::new()
+    };
+    let check = check_append(&state, meta_of.is_some(), target_tombstoned, expected, &ids, &existing, |id| {
+        facts.recent(stream, id)
+    });
+    match check {
+        Check::Reject(e) => Err(e),
+        Check::Idempotent { .. } | Check::Append if events.is_empty() => {
+            Ok(Plan::nothing(state.last + 1, state.last))
+        }
+        Check::Idempotent { first, last } => Ok(Plan::nothing(first, last)),
+        Check::Append => {
+            let first = state.last + 1;
+            let mut reported = None;
+            if meta_of.is_none() && state.meta.is_soft_deleted() {
+                // Re-creating a soft-deleted stream: `$tb` moves to the first new event.
+                let json = metadata::recreate_json(state.meta.raw.as_deref(), first);
+                let ev = metadata_event(facts.new_id(), json.into());
+                reported = Some(plan.push(facts, &format!("$${stream}"), std::iter::once(ev), false)?);
+            }
+            let mut undeleted = None;
+            if let Some(target) = meta_of {
+                let t = plan.state(facts, target)?;
+                if t.meta.is_soft_deleted() && t.last >= 0 {
+                    undeleted = events
+                        .last()
+                        .filter(|l| l.is_json)
+                        .and_then(|l| metadata::undelete_json(&l.data, t.last + 1))
+                        .map(Bytes::from);
+                }
+            }
+            let n = events.len();
+            let evs = events.iter().enumerate().map(|(i, e)| match (&undeleted, i + 1 == n) {
+                (Some(json), true) => {
+                    let (id, ty, _, meta, is_json) = parts(e);
+                    (id, ty, json.clone(), meta, is_json)
+                }
+                _ => parts(e),
+            });
+            let at = plan.push(facts, stream, evs, true)?;
+            plan.reported = reported.or(Some(at));
+            plan.first_event_number = first;
+            plan.last_event_number = first + n as i64 - 1;
+            Ok(plan)
+        }
+    }
+}
+
+/// Decides a delete of `stream` with `expected`: a tombstone (`hard`) or metadata with `$tb` at
+/// the end of the stream (soft).
+pub fn plan_delete<'a>(
+    facts: &mut dyn Facts,
+    stream: &str,
+    expected: i64,
+    hard: bool,
+) -> Result<Plan<'a>, WriteError> {
+    validate_name(stream)?;
+    let mut plan = Plan::default();
+    let state = plan.state(facts, stream)?;
+    if let Some(t) = meta_target(stream) {
+        if plan.state(facts, t)?.is_tombstoned() {
+            return Err(WriteError::StreamDeleted);
+        }
+    }
+    check_delete(&state, expected)?;
+    if hard {
+        plan.events.push(PlannedEvent {
+            stream: Arc::from(stream),
+            event_number: TOMBSTONE,
+            id: [0; 16],
+            event_type: Cow::Borrowed("$streamDeleted"),
+            data: Bytes::new(),
+            metadata: Bytes::new(),
+            is_json: true,
+            tx_offset: 0,
+            tx_end: true,
+            tombstone: true,
+            remember_id: false,
+        });
+        plan.states.insert(stream.to_owned(), StreamState { last: TOMBSTONE, ..state });
+        plan.first_event_number = TOMBSTONE;
+        plan.last_event_number = TOMBSTONE;
+        plan.reported = Some(0);
+    } else {
+        let meta = format!("$${stream}");
+        let n = plan.state(facts, &meta)?.last + 1;
+        let ev = metadata_event(facts.new_id(), Bytes::from_static(b"{\"$tb\":9223372036854775807}"));
+        plan.reported = Some(plan.push(facts, &meta, std::iter::once(ev), false)?);
+        plan.first_event_number = n;
+        plan.last_event_number = n;
+    }
+    Ok(plan)
+}
+
+/// Decides a scavenge point: a `$scavengePoint` event in `$scavengePoints` (with the threshold
+/// when it is not 0) that completes its chunk.
+pub fn plan_scavenge_point<'a>(facts: &mut dyn Facts, threshold: i64) -> Result<Plan<'a>, WriteError> {
+    let data = if threshold == 0 { "{}".to_string() } else { format!("{{\"threshold\":{threshold}}}") };
+    let id = facts.new_id();
+    let mut plan = Plan::default();
+    let n = plan.state(facts, SCAVENGE_POINTS)?.last + 1;
+    let ev = (id, Cow::Borrowed("$scavengePoint"), Bytes::from(data), Bytes::new(), true);
+    plan.reported = Some(plan.push(facts, SCAVENGE_POINTS, std::iter::once(ev), false)?);
+    plan.first_event_number = n;
+    plan.last_event_number = n;
+    plan.completes_chunk = true;
+    Ok(plan)
 }
 
 /// The visibility window of a stream, by event number and time.

@@ -22,20 +22,18 @@ pub const FOLLOW_BATCH_BYTES: u64 = 4 * 1024 * 1024;
 pub struct Follow {
     store: Arc<Store>,
     pos: u64,
-    commits: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Store {
     /// A cursor over committed records from log position `from` (a record start or chunk
     /// boundary: `0`, the committed position, or a position a cursor or read returned).
     pub fn follow(self: &Arc<Self>, from: u64) -> Follow {
-        Follow { store: self.clone(), pos: from, commits: self.committed.subscribe() }
+        Follow { store: self.clone(), pos: from }
     }
 
     /// A cursor from the committed end: only records committed from now on.
     pub fn follow_new(self: &Arc<Self>) -> Follow {
-        let commits = self.committed.subscribe();
-        Follow { store: self.clone(), pos: self.log.committed(), commits }
+        Follow { store: self.clone(), pos: self.log.committed() }
     }
 }
 
@@ -75,13 +73,9 @@ impl Follow {
     }
 
     /// Completes once records past the cursor are committed.
-    pub async fn wait(&mut self) {
-        while !self.has_more() {
-            // The store owns the sender and this cursor holds the store: it cannot close.
-            if self.commits.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
+    pub async fn wait(&self) {
+        let pos = self.pos;
+        self.store.committed.wait_until(|c| c > pos).await;
     }
 }
 

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use self::cache::{Fifo, RecentId};
 use self::commit::Queue;
 use self::engine::StreamState;
-use crate::env::Env;
+use crate::env::{Env, Watermark};
 use crate::index::{Index, IndexConfig};
 use crate::log::record::{self, EpochRecord, Record};
 use crate::log::{Log, LogConfig, LogWriter, RecoveryReport};
@@ -71,7 +71,7 @@ pub struct Store {
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
     recent: Mutex<Fifo<[u8; 16], RecentId>>,
     /// The committed position, for [`Follow`] cursors waiting for new commits.
-    committed: tokio::sync::watch::Sender<u64>,
+    committed: Watermark,
     /// Writer statistics.
     pub stats: WriterStats,
     /// What recovery did at open.
@@ -108,7 +108,7 @@ impl Store {
             },
             log.committed(),
         )?;
-        let (committed, _) = tokio::sync::watch::channel(log.committed());
+        let committed = Watermark::new(log.committed());
         let store = Arc::new_cyclic(|me| Store {
             me: me.clone(),
             env: env.clone(),

@@ -103,12 +103,7 @@ impl Store {
                 recent.insert(id, (stream, n));
             }
         }
-        let end = self.log.committed();
-        self.committed.send_if_modified(|c| {
-            let moved = *c != end;
-            *c = end;
-            moved
-        });
+        self.committed.raise(self.log.committed());
         self.index.maybe_flush();
     }
 }

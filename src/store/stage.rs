@@ -1,18 +1,16 @@
 //! Staging: turning a group's operations into encoded log records through the writer, with the
 //! stream states each leaves behind (the group's overlay), the index entries and the event ids
-//! to remember. Decisions come from [`engine`](super::engine); this module reads the states the
-//! decisions need and encodes what they decide.
+//! to remember. Decisions come from [`engine`](super::engine) as plans; this module supplies the
+//! facts they need ([`engine::Facts`] over the overlay), validates sizes against the log, and
+//! encodes what the plans decide.
 //!
 //! Invariant: nothing staged is visible or acknowledged until the group is durable and published.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::engine::{self, Check, StreamState, TOMBSTONE};
-use super::metadata::{self, StreamMetadata};
-use super::{lock, NewEvent, StorageError, Store, WriteError, WriteOp, WriteResult, SCAVENGE_POINTS};
+use super::engine::{self, StreamState};
+use super::{lock, NewEvent, StorageError, Store, WriteError, WriteOp, WriteResult};
 use crate::index::Entry;
 use crate::log::record::{self, flags, EventFrame};
 use crate::log::LogWriter;
@@ -29,21 +27,46 @@ pub(super) struct Staged {
     pub(super) recent: Vec<([u8; 16], Arc<str>, i64)>,
 }
 
-impl Store {
-    /// Current state of `name`, as it will be after the staged operations of this group.
-    fn state_in(
-        &self,
-        overlay: &mut BTreeMap<String, StreamState>,
-        name: &str,
-    ) -> Result<StreamState, StorageError> {
-        if let Some(s) = overlay.get(name) {
+/// The facts of one group for the engine: states from the group's overlay (falling back to the
+/// committed states), ids from the index, recent ids, fresh ids from the environment.
+struct GroupFacts<'s> {
+    store: &'s Store,
+    overlay: &'s mut BTreeMap<String, StreamState>,
+}
+
+impl engine::Facts for GroupFacts<'_> {
+    fn state(&mut self, name: &str) -> Result<StreamState, StorageError> {
+        if let Some(s) = self.overlay.get(name) {
             return Ok(s.clone());
         }
-        let s = self.stream_state(name)?;
-        overlay.insert(name.to_owned(), s.clone());
+        let s = self.store.stream_state(name)?;
+        self.overlay.insert(name.to_owned(), s.clone());
         Ok(s)
     }
 
+    fn existing_ids(
+        &mut self,
+        stream: &str,
+        from: i64,
+        count: usize,
+    ) -> Result<Vec<Option<[u8; 16]>>, StorageError> {
+        self.store.ids_at(stream, from, count)
+    }
+
+    fn recent(&self, stream: &str, id: &[u8; 16]) -> Option<i64> {
+        lock(&self.store.recent).get(id).filter(|(s, _)| **s == *stream).map(|(_, n)| *n)
+    }
+
+    fn new_id(&mut self) -> [u8; 16] {
+        *self.store.env.new_uuid().as_bytes()
+    }
+}
+
+impl Store {
+    /// Stages one operation of a group: validates its input, has the engine decide it against the
+    /// group's overlay, encodes the planned events and applies the plan's states to the overlay.
+    /// Returns the answer (its commit position is filled in at commit) and whether anything was
+    /// written.
     pub(super) fn stage(
         &self,
         w: &mut LogWriter,
@@ -52,196 +75,104 @@ impl Store {
         now: i64,
         staged: &mut Staged,
     ) -> Result<(WriteResult, bool), WriteError> {
-        match op {
+        let mut facts = GroupFacts { store: self, overlay };
+        let plan = match op {
             WriteOp::Append { stream, expected, events } => {
-                engine::validate_name(stream)?;
-                for e in events {
-                    let size = e.data.len() + e.metadata.len();
-                    if size > self.cfg.max_event_bytes {
-                        return Err(WriteError::EventTooLarge { size, max: self.cfg.max_event_bytes });
-                    }
-                    if e.event_type.len() > engine::EVENT_TYPE_BYTES_MAX {
-                        return Err(WriteError::InvalidEvent("event type is longer than 1024 bytes".into()));
-                    }
-                    let len = record::event_frame_len(stream, &e.event_type, e.data.len(), e.metadata.len());
-                    if len > self.log.chunk_size() {
-                        return Err(WriteError::EventTooLarge {
-                            size,
-                            max: self.cfg.max_event_bytes.min(self.log.chunk_size() as usize / 2),
-                        });
-                    }
-                }
-                let state = self.state_in(overlay, stream)?;
-                let meta_of = engine::meta_target(stream);
-                let target_tombstoned = match meta_of {
-                    Some(t) => self.state_in(overlay, t)?.is_tombstoned(),
-                    None => false,
-                };
-                let ids: Vec<[u8; 16]> = events.iter().map(|e| e.id).collect();
-                let existing = if engine::needs_existing_ids(&state, *expected) {
-                    self.ids_at(stream, *expected + 1, ids.len())?
-                } else {
-                    Vec::new()
-                };
-                let recent = lock(&self.recent);
-                let check = engine::check_append(
-                    &state,
-                    meta_of.is_some(),
-                    target_tombstoned,
-                    *expected,
-                    &ids,
-                    &existing,
-                    |id| recent.get(id).filter(|(s, _)| **s == **stream).map(|(_, n)| *n),
-                );
-                drop(recent);
-                match check {
-                    Check::Reject(e) => Err(e),
-                    Check::Idempotent { .. } | Check::Append if events.is_empty() => Ok((
-                        WriteResult {
-                            first_event_number: state.last + 1,
-                            last_event_number: state.last,
-                            position: None,
-                            commit_position: 0,
-                        },
-                        false,
-                    )),
-                    Check::Idempotent { first, last } => Ok((
-                        WriteResult {
-                            first_event_number: first,
-                            last_event_number: last,
-                            position: None,
-                            commit_position: 0,
-                        },
-                        false,
-                    )),
-                    Check::Append => {
-                        let first = state.last + 1;
-                        let mut first_pos = None;
-                        if meta_of.is_none() && state.meta.is_soft_deleted() {
-                            // Re-creating a soft-deleted stream: `$tb` moves to the first new event.
-                            let json = metadata::recreate_json(state.meta.raw.as_deref(), first);
-                            let id = *self.env.new_uuid().as_bytes();
-                            let ev = NewEvent {
-                                id,
-                                event_type: "$metadata".into(),
-                                data: json.into(),
-                                metadata: Bytes::new(),
-                                is_json: true,
-                            };
-                            first_pos = Some(self.stage_events(
-                                w,
-                                overlay,
-                                &format!("$${stream}"),
-                                &[ev],
-                                now,
-                                staged,
-                                false,
-                            )?);
-                        }
-                        let mut events = std::borrow::Cow::Borrowed(events);
-                        if let Some(target) = meta_of {
-                            let t = self.state_in(overlay, target)?;
-                            if t.meta.is_soft_deleted() && t.last >= 0 {
-                                if let Some(last) = events.last() {
-                                    if let Some(j) = last
-                                        .is_json
-                                        .then(|| metadata::undelete_json(&last.data, t.last + 1))
-                                        .flatten()
-                                    {
-                                        let mut evs = events.into_owned();
-                                        if let Some(l) = evs.last_mut() {
-                                            l.data = j.into();
-                                        }
-                                        events = std::borrow::Cow::Owned(evs);
-                                    }
-                                }
-                            }
-                        }
-                        let pos = self.stage_events(w, overlay, stream, &events, now, staged, true)?;
-                        let last = first + events.len() as i64 - 1;
-                        Ok((
-                            WriteResult {
-                                first_event_number: first,
-                                last_event_number: last,
-                                position: Some(first_pos.unwrap_or(pos)),
-                                commit_position: 0,
-                            },
-                            true,
-                        ))
-                    }
-                }
-            }
-            WriteOp::ScavengePoint { threshold } => {
-                let data =
-                    if *threshold == 0 { "{}".to_string() } else { format!("{{\"threshold\":{threshold}}}") };
-                let ev = NewEvent {
-                    id: *self.env.new_uuid().as_bytes(),
-                    event_type: "$scavengePoint".into(),
-                    data: data.into(),
-                    metadata: Bytes::new(),
-                    is_json: true,
-                };
-                let n = self.state_in(overlay, SCAVENGE_POINTS)?.last + 1;
-                let pos = self.stage_events(w, overlay, SCAVENGE_POINTS, &[ev], now, staged, false)?;
-                w.complete_now().map_err(StorageError::from)?;
-                Ok((WriteResult::single(n, pos), true))
+                self.validate_events(stream, events)?;
+                engine::plan_append(&mut facts, stream, *expected, events)?
             }
             WriteOp::Delete { stream, expected, hard } => {
-                engine::validate_name(stream)?;
-                let state = self.state_in(overlay, stream)?;
-                if let Some(t) = engine::meta_target(stream) {
-                    if self.state_in(overlay, t)?.is_tombstoned() {
-                        return Err(WriteError::StreamDeleted);
-                    }
-                }
-                engine::check_delete(&state, *expected)?;
-                if *hard {
-                    let frame = EventFrame {
-                        log_position: 0,
-                        flags: flags::DATA
-                            | flags::IS_COMMITTED
-                            | flags::IS_JSON
-                            | flags::STREAM_DELETE
-                            | flags::TX_BEGIN
-                            | flags::TX_END,
-                        transaction_position: 0,
-                        transaction_offset: 0,
-                        event_number: TOMBSTONE,
-                        event_id: [0; 16],
-                        timestamp_us: now,
-                        stream,
-                        event_type: "$streamDeleted",
-                        data: &[],
-                        metadata: &[],
-                    };
-                    let pos = self.stage_record(w, frame, &Arc::from(stream.as_str()), staged)?;
-                    let st = overlay.entry(stream.clone()).or_insert_with(StreamState::empty);
-                    st.last = TOMBSTONE;
-                    Ok((
-                        WriteResult {
-                            first_event_number: TOMBSTONE,
-                            last_event_number: TOMBSTONE,
-                            position: Some(pos),
-                            commit_position: 0,
-                        },
-                        true,
-                    ))
-                } else {
-                    let meta = format!("$${stream}");
-                    let meta_state = self.state_in(overlay, &meta)?;
-                    let ev = NewEvent {
-                        id: *self.env.new_uuid().as_bytes(),
-                        event_type: "$metadata".into(),
-                        data: Bytes::from_static(b"{\"$tb\":9223372036854775807}"),
-                        metadata: Bytes::new(),
-                        is_json: true,
-                    };
-                    let pos = self.stage_events(w, overlay, &meta, &[ev], now, staged, false)?;
-                    let n = meta_state.last + 1;
-                    Ok((WriteResult::single(n, pos), true))
-                }
+                engine::plan_delete(&mut facts, stream, *expected, *hard)?
+            }
+            WriteOp::ScavengePoint { threshold } => engine::plan_scavenge_point(&mut facts, *threshold)?,
+        };
+        let position = self.encode(w, &plan, now, staged)?;
+        let wrote = !plan.events.is_empty();
+        overlay.extend(plan.states);
+        Ok((
+            WriteResult {
+                first_event_number: plan.first_event_number,
+                last_event_number: plan.last_event_number,
+                position,
+                commit_position: 0,
+            },
+            wrote,
+        ))
+    }
+
+    /// Refuses events the log cannot take: too large, or with too long a type.
+    fn validate_events(&self, stream: &str, events: &[NewEvent]) -> Result<(), WriteError> {
+        engine::validate_name(stream)?;
+        for e in events {
+            let size = e.data.len() + e.metadata.len();
+            if size > self.cfg.max_event_bytes {
+                return Err(WriteError::EventTooLarge { size, max: self.cfg.max_event_bytes });
+            }
+            if e.event_type.len() > engine::EVENT_TYPE_BYTES_MAX {
+                return Err(WriteError::InvalidEvent("event type is longer than 1024 bytes".into()));
+            }
+            let len = record::event_frame_len(stream, &e.event_type, e.data.len(), e.metadata.len());
+            if len > self.log.chunk_size() {
+                return Err(WriteError::EventTooLarge {
+                    size,
+                    max: self.cfg.max_event_bytes.min(self.log.chunk_size() as usize / 2),
+                });
             }
         }
+        Ok(())
+    }
+
+    /// Encodes a plan's events through the writer (completing the chunk after them when the plan
+    /// says so); returns the log position the answer reports.
+    fn encode(
+        &self,
+        w: &mut LogWriter,
+        plan: &engine::Plan<'_>,
+        now: i64,
+        staged: &mut Staged,
+    ) -> Result<Option<u64>, WriteError> {
+        let mut positions = Vec::with_capacity(plan.events.len());
+        let mut tx_position = 0;
+        for e in &plan.events {
+            let mut fl = flags::DATA | flags::IS_COMMITTED;
+            if e.is_json {
+                fl |= flags::IS_JSON;
+            }
+            if e.tombstone {
+                fl |= flags::STREAM_DELETE;
+            }
+            if e.tx_offset == 0 {
+                fl |= flags::TX_BEGIN;
+            }
+            if e.tx_end {
+                fl |= flags::TX_END;
+            }
+            let frame = EventFrame {
+                log_position: 0,
+                flags: fl,
+                transaction_position: tx_position,
+                transaction_offset: e.tx_offset,
+                event_number: e.event_number,
+                event_id: e.id,
+                timestamp_us: now,
+                stream: &e.stream,
+                event_type: &e.event_type,
+                data: &e.data,
+                metadata: &e.metadata,
+            };
+            let pos = self.stage_record(w, frame, &e.stream, staged)?;
+            if e.tx_offset == 0 {
+                tx_position = pos;
+            }
+            if e.remember_id {
+                staged.recent.push((e.id, e.stream.clone(), e.event_number));
+            }
+            positions.push(pos);
+        }
+        if plan.completes_chunk {
+            w.complete_now().map_err(StorageError::from)?;
+        }
+        Ok(plan.reported.map(|i| positions[i]))
     }
 
     /// Stages one event record (its log and transaction positions are filled in here).
@@ -271,72 +202,5 @@ impl Store {
             staged.names.push(stream.clone());
         }
         Ok(pos)
-    }
-
-    /// Stages events for `stream` numbered after its current last, updating the overlay (and the
-    /// metadata of the target stream when `stream` is a metastream). Returns the first position.
-    #[allow(clippy::too_many_arguments)]
-    fn stage_events(
-        &self,
-        w: &mut LogWriter,
-        overlay: &mut BTreeMap<String, StreamState>,
-        stream: &str,
-        events: &[NewEvent],
-        now: i64,
-        staged: &mut Staged,
-        remember_ids: bool,
-    ) -> Result<u64, WriteError> {
-        let state = self.state_in(overlay, stream)?;
-        let first = state.last + 1;
-        let name: Arc<str> = Arc::from(stream);
-        let mut first_pos = 0;
-        for (i, e) in events.iter().enumerate() {
-            let n = first + i as i64;
-            let mut fl = flags::DATA | flags::IS_COMMITTED;
-            if e.is_json {
-                fl |= flags::IS_JSON;
-            }
-            if i == 0 {
-                fl |= flags::TX_BEGIN;
-            }
-            if i + 1 == events.len() {
-                fl |= flags::TX_END;
-            }
-            let frame = EventFrame {
-                log_position: 0,
-                flags: fl,
-                transaction_position: first_pos,
-                transaction_offset: i as u32,
-                event_number: n,
-                event_id: e.id,
-                timestamp_us: now,
-                stream,
-                event_type: &e.event_type,
-                data: &e.data,
-                metadata: &e.metadata,
-            };
-            let pos = self.stage_record(w, frame, &name, staged)?;
-            if i == 0 {
-                first_pos = pos;
-            }
-            if remember_ids {
-                staged.recent.push((e.id, name.clone(), n));
-            }
-        }
-        let last = first + events.len() as i64 - 1;
-        if let Some(st) = overlay.get_mut(stream) {
-            st.last = last;
-        }
-        if let (Some(target), Some(e)) = (engine::meta_target(stream), events.last()) {
-            let mut t = self.state_in(overlay, target)?;
-            t.meta_last = last;
-            t.meta = if e.is_json && !e.data.is_empty() {
-                StreamMetadata::parse(&e.data)
-            } else {
-                StreamMetadata { raw: Some(e.data.clone()), ..StreamMetadata::default() }
-            };
-            overlay.insert(target.to_owned(), t);
-        }
-        Ok(first_pos)
     }
 }

@@ -208,13 +208,6 @@ pub struct WriteResult {
     pub commit_position: u64,
 }
 
-impl WriteResult {
-    /// One record `n` written at `pos` (the commit position is filled in at commit).
-    pub(super) fn single(n: i64, pos: u64) -> WriteResult {
-        WriteResult { first_event_number: n, last_event_number: n, position: Some(pos), commit_position: 0 }
-    }
-}
-
 /// A stored event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordedEvent {
