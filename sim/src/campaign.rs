@@ -54,7 +54,7 @@ pub fn bug_seeds() -> Vec<(Bug, u64, String)> {
 /// What a campaign found.
 #[derive(Debug, Default)]
 pub struct Summary {
-    /// Seeds that passed.
+    /// Seeds that passed every check.
     pub passed: u64,
     /// Runs that failed, by seed.
     pub failed: Vec<RunResult>,
@@ -64,8 +64,23 @@ pub struct Summary {
     pub wall: Duration,
     /// Client operations of all runs.
     pub ops: u64,
-    /// Seeds whose linearizability search ran out of budget somewhere.
-    pub inconclusive: u64,
+    /// Seeds whose linearizability search ran out of budget on some stream and that passed every
+    /// other check (inconclusive: neither a pass nor a failure), ascending.
+    pub inconclusive: Vec<u64>,
+}
+
+impl Summary {
+    /// The inconclusive seeds as a line for people (empty when there are none).
+    pub fn inconclusive_line(&self) -> String {
+        if self.inconclusive.is_empty() {
+            return String::new();
+        }
+        let seeds: Vec<String> = self.inconclusive.iter().map(u64::to_string).collect();
+        format!(
+            "inconclusive (linearizability search out of budget; neither passed nor failed): seeds {}",
+            seeds.join(" ")
+        )
+    }
 }
 
 /// Runs `options(seed)` for every seed in `seeds` on `jobs` threads; `each` sees every result as
@@ -91,17 +106,19 @@ pub fn swarm(
                 let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
                 o.sim_time += r.sim_time;
                 o.ops += r.ops;
-                o.inconclusive += !r.inconclusive.is_empty() as u64;
-                if r.passed() {
+                if !r.passed() {
+                    o.failed.push(r);
+                } else if r.inconclusive.is_empty() {
                     o.passed += 1;
                 } else {
-                    o.failed.push(r);
+                    o.inconclusive.push(r.options.seed);
                 }
             });
         }
     });
     let mut o = out.into_inner().unwrap_or_else(|e| e.into_inner());
     o.failed.sort_by_key(|r| r.options.seed);
+    o.inconclusive.sort();
     o.wall = started.elapsed();
     o
 }

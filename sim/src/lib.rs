@@ -4,10 +4,12 @@
 //! network and time, inline blocking work, an in-memory disk with `fault/`'s seeded faults), drives
 //! it over HTTP from several simulated clients ([`workload`], [`client`]), carries out the seed's
 //! fault plan (crashes with torn writes, disk errors, partitions, clock jumps, …) and checks the
-//! history ([`checker`]): nothing acknowledged is lost, nothing corrupted is served, every stream
-//! is linearizable against `annal_model::Model`, the node never panics, and it serves again once
-//! the faults are healed. [`campaign`] runs many seeds (the corpus first) and the determinism
-//! canary; `annal-sim` is the command line.
+//! history ([`checker`], one module per invariant): nothing acknowledged is lost, nothing
+//! corrupted is served, every stream is linearizable against `annal_model::Model`, the node never
+//! panics, and it serves again once the faults are healed. A linearizability search that runs out
+//! of its step budget makes the run *inconclusive* (neither a pass nor a failure), which runs and
+//! campaigns report. [`campaign`] runs many seeds (the corpus first) and the determinism canary;
+//! `annal-sim` is the command line.
 //!
 //! Modules: [`scenario`] (one run), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`shared`] (trace and

@@ -5,6 +5,7 @@
 //! annal-sim swarm --seeds A..B [--jobs J] [options]
 //! annal-sim meta  --seed N [options]            the seed twice: traces must be byte-identical
 //! options: --duration SECS  --clients N  --hosts N  --tick-ms MS  --bug NAME (repeatable)
+//!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
 //!
@@ -49,6 +50,7 @@ fn parse() -> Result<Args, String> {
             "--clients" => a.base.clients = num(val(i)?)? as usize,
             "--hosts" => a.base.client_hosts = num(val(i)?)? as usize,
             "--tick-ms" => a.base.tick = Duration::from_millis(num(val(i)?)?),
+            "--budget" => a.base.budget = num(val(i)?)?,
             "--bug" => {
                 let v = val(i)?;
                 let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
@@ -76,7 +78,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --duration SECS --clients N --hosts N --tick-ms MS --bug NAME --standard";
+options: --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)
@@ -93,7 +95,12 @@ fn main() -> ExitCode {
     let opts = |seed: u64| Options { seed, ..a.base.clone() };
     match a.cmd.as_str() {
         "run" => {
-            let s = campaign::swarm(&[a.seed], 1, opts, |_| {});
+            let verdict = std::sync::Mutex::new(String::new());
+            let s = campaign::swarm(&[a.seed], 1, opts, |r| {
+                *verdict.lock().unwrap_or_else(|e| e.into_inner()) =
+                    format!("{} ({} search steps)", r.verdict(), r.check_steps);
+            });
+            let verdict = verdict.into_inner().unwrap_or_else(|e| e.into_inner());
             let r = s.failed.first();
             let again = a.trace.then(|| run(&opts(a.seed)));
             if let Some(again) = &again {
@@ -112,7 +119,7 @@ fn main() -> ExitCode {
             );
             match r {
                 None => {
-                    println!("seed {} passed", a.seed);
+                    println!("seed {} {verdict}", a.seed);
                     ExitCode::SUCCESS
                 }
                 Some(r) => {
@@ -130,7 +137,7 @@ fn main() -> ExitCode {
             });
             println!(
                 "{} seeds, {} ops, simulated {:.0} s in {:.1} s wall: {:.2} seeds/s, {:.0}x real time ({} jobs); \
-                 {} seeds with an inconclusive search",
+                 {} inconclusive",
                 seeds.len(),
                 s.ops,
                 s.sim_time.as_secs_f64(),
@@ -138,10 +145,13 @@ fn main() -> ExitCode {
                 seeds.len() as f64 / s.wall.as_secs_f64().max(1e-9),
                 ratio(s.sim_time, s.wall),
                 a.jobs,
-                s.inconclusive
+                s.inconclusive.len()
             );
+            if !s.inconclusive.is_empty() {
+                println!("{}", s.inconclusive_line());
+            }
             let failed: Vec<String> = s.failed.iter().map(|r| r.options.seed.to_string()).collect();
-            println!("{} passed, {} failed", s.passed, s.failed.len());
+            println!("{} passed, {} failed, {} inconclusive", s.passed, s.failed.len(), s.inconclusive.len());
             if failed.is_empty() {
                 ExitCode::SUCCESS
             } else {

@@ -47,7 +47,7 @@ pub struct Options {
     pub tick: Duration,
     /// Test-only bug switches to turn on.
     pub bugs: Vec<Bug>,
-    /// States the linearizability search may explore per stream.
+    /// Steps (model evaluations) the linearizability search may take per stream.
     pub budget: u64,
 }
 
@@ -61,7 +61,7 @@ impl Options {
             client_hosts: 4,
             tick: Duration::from_millis(5),
             bugs: Vec::new(),
-            budget: 200_000,
+            budget: 1_000_000,
         }
     }
 
@@ -80,6 +80,9 @@ impl Options {
             self.client_hosts,
             self.tick.as_millis()
         );
+        if self.budget != Options::quick(self.seed).budget {
+            s.push_str(&format!(" --budget {}", self.budget));
+        }
         for b in &self.bugs {
             s.push_str(&format!(" --bug {}", b.name()));
         }
@@ -106,16 +109,34 @@ pub struct RunResult {
     pub disk_faults: u64,
     /// Simulated time at the end.
     pub sim_time: Duration,
-    /// Streams whose linearizability search ran out of budget.
+    /// Streams whose linearizability search ran out of budget: the run is then neither a pass
+    /// nor a failure of that check (every other check still counts).
     pub inconclusive: Vec<String>,
+    /// Steps the linearizability search took, over all streams.
+    pub check_steps: u64,
     /// Wall-clock time of the checks (not part of the trace).
     pub check_wall: Duration,
 }
 
 impl RunResult {
-    /// Whether the seed passed.
+    /// Whether the seed passed (no violation found; see [`RunResult::inconclusive`]).
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    /// The verdict in a few words: "passed", "passed, linearizability inconclusive on s1 s3" or
+    /// "FAILED".
+    pub fn verdict(&self) -> String {
+        match (self.passed(), self.inconclusive.is_empty()) {
+            (false, _) => "FAILED".into(),
+            (true, true) => "passed".into(),
+            (true, false) => format!(
+                "passed the other checks; linearizability inconclusive (search budget of {} steps \
+                 per stream spent) on {}",
+                self.options.budget,
+                self.inconclusive.join(" ")
+            ),
+        }
     }
 
     /// The failure report: replay command, failures, fault schedule.
@@ -532,9 +553,9 @@ pub fn run(opts: &Options) -> RunResult {
     }
     let sim_time = sim.elapsed();
     drop(sim);
-    for p in crate::panics::end() {
-        failures.insert(0, format!("panic (the node must refuse with an error, never panic): {p}"));
-    }
+    let mut panicked = crate::checker::no_panic::check(&crate::panics::end());
+    panicked.append(&mut failures);
+    failures = panicked;
     let (sites, fired) = annal::buggify::report();
     if plan.has(FaultKind::Buggify) {
         let active: Vec<&str> = sites.iter().filter(|(_, a)| *a).map(|(s, _)| *s).collect();
@@ -563,6 +584,7 @@ pub fn run(opts: &Options) -> RunResult {
         disk_faults: faults.injected(),
         sim_time,
         inconclusive: report.inconclusive,
+        check_steps: report.steps,
         check_wall,
     }
 }

@@ -26,14 +26,17 @@ fn corpus_then_quick_campaign() {
         }
     });
     println!(
-        "campaign: {} seeds in {:.1} s ({:.1} seeds/s, {:.0}x real time), {} ops, {} with an inconclusive search",
+        "campaign: {} seeds in {:.1} s ({:.1} seeds/s, {:.0}x real time), {} ops, {} inconclusive",
         seeds.len(),
         s.wall.as_secs_f64(),
         seeds.len() as f64 / s.wall.as_secs_f64().max(1e-9),
         s.sim_time.as_secs_f64() / s.wall.as_secs_f64().max(1e-9),
         s.ops,
-        s.inconclusive
+        s.inconclusive.len()
     );
+    if !s.inconclusive.is_empty() {
+        println!("{}", s.inconclusive_line());
+    }
     let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
     println!("{} seeds passed", s.passed);
