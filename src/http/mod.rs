@@ -20,6 +20,7 @@
 //! finish the request in flight and long polls return early.
 
 pub mod admin;
+pub mod area;
 pub mod authn;
 pub mod batch;
 pub mod errors;
@@ -159,18 +160,7 @@ impl Api {
     /// 413 from the route, then the connection closes).
     pub fn body_limit(&self, routed: &Routed, method: &Method) -> usize {
         let route = routed.routes.iter().flatten().find(|(m, _)| m == method).map(|(_, r)| r);
-        match route {
-            Some(Route::Append(_) | Route::Incoming(..) | Route::MetadataPost(_)) => {
-                self.node.config().max_append_bytes
-            }
-            Some(
-                Route::UserCreate
-                | Route::UserUpdate(_)
-                | Route::UserResetPassword(_)
-                | Route::UserChangePassword(_),
-            ) => users::BODY_MAX,
-            _ => IGNORED_BODY_MAX,
-        }
+        route.and_then(|r| r.body_limit(self.node.config().max_append_bytes)).unwrap_or(IGNORED_BODY_MAX)
     }
 
     /// Answers one request of a path resolved by [`Api::route`]: the reply and the
@@ -268,42 +258,10 @@ impl Api {
 
     async fn dispatch(self: &Arc<Self>, route: Route, req: &mut Req) -> Reply {
         match route {
-            Route::Ping => node_info::ping(req),
-            Route::Info => node_info::info(self, req),
-            Route::InfoOptions => node_info::options(self, req),
-            Route::Gossip => node_info::gossip(self, req).await,
-            Route::Stats(path) => stats::stats(self, req, &path).await,
-            Route::Shutdown => node_info::shutdown(self),
-            Route::ScavengeStart => admin::start(self, req).await,
-            Route::ScavengeCurrent => admin::current(self),
-            Route::ScavengeStop(id) => admin::stop(self, &id).await,
-            Route::MergeIndexes => admin::merge_indexes(self),
-            Route::Users => users::list(self, req).await,
-            Route::UserCreate => users::create(self, req).await,
-            Route::UserCurrent => users::current(self, req).await,
-            Route::UserGet(l) => users::get(self, req, l).await,
-            Route::UserUpdate(l) => users::update(self, req, l).await,
-            Route::UserDelete(l) => users::delete(self, req, l).await,
-            Route::UserEnable(l) => users::set_disabled(self, req, l, false).await,
-            Route::UserDisable(l) => users::set_disabled(self, req, l, true).await,
-            Route::UserResetPassword(l) => users::reset_password(self, req, l).await,
-            Route::UserChangePassword(l) => users::change_password(self, req, l).await,
-            Route::Redirect(path) => {
-                let q = req.raw_query.as_ref().map(|q| format!("?{q}")).unwrap_or_default();
-                Reply::status(StatusCode::TEMPORARY_REDIRECT, "Temporary Redirect")
-                    .header("location", format!("{}{path}{q}", req.base))
-                    .header("cache-control", "max-age=31536000, public")
-            }
-            Route::Feed { stream, from, dir, count } => {
-                streams::feed(self, req, stream, from, dir, count).await
-            }
-            Route::Event { stream, event } => streams::event(self, req, stream, event).await,
-            Route::All { from, dir, count } => streams::all(self, req, from, dir, count).await,
-            Route::MetadataGet(s) => metadata::get(self, req, s).await,
-            Route::MetadataPost(s) => metadata::post(self, req, s).await,
-            Route::Append(s) => writes::append(self, req, s, None).await,
-            Route::Incoming(s, id) => writes::append(self, req, s, Some(id)).await,
-            Route::Delete(s) => writes::delete(self, req, s).await,
+            Route::Node(r) => area::node::dispatch(self, r, req).await,
+            Route::Admin(r) => area::admin::dispatch(self, r, req).await,
+            Route::Users(r) => area::users::dispatch(self, r, req).await,
+            Route::Streams(r) => area::streams::dispatch(self, r, req).await,
         }
     }
 }

@@ -255,6 +255,7 @@ impl Store {
     /// commit did (monotonic), for the writer's phase statistics.
     fn commit_group(&self, ops: &[&WriteOp]) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration) {
         let mut w = lock(&self.writer);
+        let start = w.position();
         let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
         let mut staged =
             Staged { results: Vec::new(), entries: Vec::new(), names: Vec::new(), recent: Vec::new() };
@@ -274,11 +275,20 @@ impl Store {
             }
         }
         let staged_at = self.env.clock.monotonic();
-        let commit = if staged_any || self.log.is_poisoned() {
+        let mut commit = if staged_any || self.log.is_poisoned() {
             w.flush().map_err(StorageError::from)
         } else {
             Ok(self.log.committed())
         };
+        // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
+        // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
+        // callers get a storage error (to them the outcome is unknown; here it is "not written").
+        if matches!(commit, Ok(end) if end > start) && crate::buggify!() {
+            commit = match w.truncate_to(start) {
+                Ok(()) => Err(StorageError::Io("the group was dropped before it committed".into())),
+                Err(e) => Err(e.into()),
+            };
+        }
         drop(w);
         let committed_at = self.env.clock.monotonic();
         let mut out = Vec::with_capacity(ops.len());
