@@ -371,6 +371,10 @@ pub struct Config {
     pub version: bool,
     /// PBKDF2 iterations for new password hashes (not an option: tests lower it for speed).
     pub password_iterations: u32,
+    /// The scavenger's section (`--disable-scavenge-merging`, `--scavenge-history-max-age`,
+    /// `--scavenge-backend-page-size`, `--scavenge-hash-users-cache-capacity`); the node fills
+    /// in its endpoint.
+    pub scavenge: crate::scavenge::ScavengeConfig,
 }
 
 fn spec_by_flag(flag: &str) -> Option<&'static OptionSpec> {
@@ -589,6 +593,13 @@ impl Config {
             help: flag("Help"),
             version: flag("Version"),
             password_iterations: crate::auth::DEFAULT_PASSWORD_ITERATIONS,
+            scavenge: crate::scavenge::ScavengeConfig {
+                merge: !flag("DisableScavengeMerging"),
+                history_max_age_days: int("ScavengeHistoryMaxAge"),
+                page_size: (int("ScavengeBackendPageSize").max(1) as usize).saturating_mul(1024),
+                hash_users_capacity: int("ScavengeHashUsersCacheCapacity") as usize,
+                node_endpoint: String::new(),
+            },
             values,
         })
     }
@@ -630,16 +641,9 @@ impl Config {
         crate::auth::AuthConfig { password_iterations: self.password_iterations }
     }
 
-    /// The scavenger's settings.
+    /// The scavenger's settings, for a node serving at `node_endpoint`.
     pub fn scavenge_config(&self, node_endpoint: String) -> crate::scavenge::ScavengeConfig {
-        let get = |n: &str| self.values.get(n).map(|(v, _)| v.clone()).unwrap_or_default();
-        crate::scavenge::ScavengeConfig {
-            merge: get("DisableScavengeMerging") != "true",
-            history_max_age_days: get("ScavengeHistoryMaxAge").parse().unwrap_or(30),
-            page_size: get("ScavengeBackendPageSize").parse::<usize>().unwrap_or(16).max(1) * 1024,
-            hash_users_capacity: get("ScavengeHashUsersCacheCapacity").parse().unwrap_or(100_000),
-            node_endpoint,
-        }
+        crate::scavenge::ScavengeConfig { node_endpoint, ..self.scavenge.clone() }
     }
 
     /// `--help` text.

@@ -25,6 +25,9 @@ pub enum NodeError {
     /// The database could not be opened.
     #[error("cannot open the database: {0}")]
     Storage(#[from] StorageError),
+    /// The default users could not be written (a node without them refuses every credential).
+    #[error("cannot create the default users: {0}")]
+    Users(#[from] crate::auth::UserError),
     /// The scavenge database could not be opened.
     #[error("cannot open the scavenge database: {0}")]
     Scavenge(#[from] ScavengeError),
@@ -69,9 +72,7 @@ impl Node {
         // A single node is its own leader: each start begins a new epoch.
         store.start_epoch([0; 16])?;
         let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
-        if let Err(e) = auth.ensure_default_users() {
-            tracing::error!(error = %e, "could not create the default users");
-        }
+        auth.ensure_default_users()?;
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
