@@ -318,13 +318,7 @@ impl Log {
             }
         };
         self.env.disk.rename(&tmp, &path).map_err(LogError::io("rename chunk", &tmp))?;
-        let mut hb = [0u8; HEADER_SIZE as usize];
-        file.read_exact_at(&mut hb, 0).map_err(LogError::io("read header", &path))?;
-        let header = ChunkHeader::decode(&hb).map_err(|d| LogError::Corrupt {
-            file: path.clone(),
-            offset: 0,
-            detail: d.into(),
-        })?;
+        let header = read_header(&*file, &path)?;
         let c = Arc::new(Chunk {
             header,
             version: 0,
@@ -571,6 +565,17 @@ impl Log {
     pub fn flush_chaser(&self) -> Result<(), LogError> {
         self.checkpoints.chaser.flush().map_err(LogError::io("sync", self.checkpoints.chaser.path()))
     }
+}
+
+/// Reads and checks the header of the chunk file at `path`.
+fn read_header(file: &dyn File, path: &Path) -> Result<ChunkHeader, LogError> {
+    let mut hb = [0u8; HEADER_SIZE as usize];
+    file.read_exact_at(&mut hb, 0).map_err(LogError::io("read header", path))?;
+    ChunkHeader::decode(&hb).map_err(|d| LogError::Corrupt {
+        file: path.to_path_buf(),
+        offset: 0,
+        detail: d.into(),
+    })
 }
 
 /// The running CRC of the first `len` data bytes of a plain chunk file (read in pieces).

@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::checkpoint::Checkpoint;
-use super::chunk::{self, ChunkFooter, ChunkHeader, FOOTER_SIZE, HEADER_SIZE};
-use super::{data_crc, Checkpoints, Chunk, Layout, Log, LogConfig, LogError, LogWriter, RecoveryReport};
+use super::chunk::{self, ChunkFooter, FOOTER_SIZE, HEADER_SIZE};
+use super::{
+    data_crc, read_header, Checkpoints, Chunk, Layout, Log, LogConfig, LogError, LogWriter, RecoveryReport,
+};
 use super::{MIN_CHUNK_SIZE, TAIL_SCAN_BYTES};
 use crate::env::{Env, File, OpenMode};
 
@@ -129,13 +131,7 @@ impl Log {
                 )));
             }
             let file = disk.open(&path, OpenMode::ReadWrite).map_err(LogError::io("open", &path))?;
-            let mut hb = [0u8; HEADER_SIZE as usize];
-            file.read_exact_at(&mut hb, 0).map_err(LogError::io("read header", &path))?;
-            let header = ChunkHeader::decode(&hb).map_err(|d| LogError::Corrupt {
-                file: path.clone(),
-                offset: 0,
-                detail: d.into(),
-            })?;
+            let header = read_header(&*file, &path)?;
             if header.chunk_size != size {
                 return Err(LogError::Invalid(format!(
                     "{} was written with chunk size {}, but the node runs with {size}; start with --chunk-size {}",
