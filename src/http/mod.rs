@@ -7,7 +7,8 @@
 //! bounded by a request timeout (408). Store calls block, so handlers run them through
 //! [`Env::blocking`](crate::env::Env::blocking), ACL check and read together.
 //!
-//! Modules: [`router`] (routes and levels), [`media`] (negotiation, ETag hashes), [`request`] and
+//! Modules: [`area`] (the routes of each area — node, admin, users, streams — and their
+//! dispatch), [`router`] (what routing shares: levels, specs, segments), [`media`] (negotiation, ETag hashes), [`request`] and
 //! [`reply`] (headers in, status lines out), [`errors`] (error → status, exhaustively), [`feed`]
 //! (Atom JSON/XML), [`streams`] (reads, long poll), [`writes`] (appends, deletes), [`metadata`],
 //! [`users`], [`node_info`] (`/ping`, `/info`, `/gossip`, shutdown), [`stats`], [`authn`]
