@@ -70,6 +70,26 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// One line headed `what`: seeds, wall time, seeds/s, ops, passed, failed, inconclusive (and
+    /// which seeds were inconclusive).
+    pub fn line(&self, what: &str, seeds: usize) -> String {
+        let mut s = format!(
+            "{what}: {seeds} seeds in {:.1} s ({:.1} seeds/s, {:.0}x real time), {} ops: {} passed, {} failed, {} inconclusive",
+            self.wall.as_secs_f64(),
+            seeds as f64 / self.wall.as_secs_f64().max(1e-9),
+            self.sim_time.as_secs_f64() / self.wall.as_secs_f64().max(1e-9),
+            self.ops,
+            self.passed,
+            self.failed.len(),
+            self.inconclusive.len()
+        );
+        if !self.inconclusive.is_empty() {
+            s.push('\n');
+            s.push_str(&self.inconclusive_line());
+        }
+        s
+    }
+
     /// The inconclusive seeds as a line for people (empty when there are none).
     pub fn inconclusive_line(&self) -> String {
         if self.inconclusive.is_empty() {
@@ -121,6 +141,29 @@ pub fn swarm(
     o.inconclusive.sort();
     o.wall = started.elapsed();
     o
+}
+
+/// Threads for a campaign: one per core.
+pub fn jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Runs `seeds` with `options` on [`jobs`] threads, prints (captured by the test harness, so
+/// shown when the test fails) the report of every failing seed, and returns the summary. The
+/// callers assert on it and show [`Summary::line`].
+pub fn run_and_report(seeds: &[u64], options: impl Fn(u64) -> Options + Sync) -> Summary {
+    swarm(seeds, jobs(), options, |r| {
+        if !r.passed() {
+            println!("{}", r.report());
+        }
+    })
+}
+
+/// Writes `line` to the process's standard error directly, past the test harness's capture, so
+/// that `cargo test` shows it for a passing test too.
+pub fn show(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The seeds `range`, after the corpus seeds (each once).

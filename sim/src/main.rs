@@ -4,7 +4,9 @@
 //! annal-sim run   --seed N [options] [--trace]   one seed; prints the trace with --trace
 //! annal-sim swarm --seeds A..B [--jobs J] [options]
 //! annal-sim meta  --seed N [options]            the seed twice: traces must be byte-identical
-//! options: --duration SECS  --clients N  --hosts N  --tick-ms MS  --bug NAME (repeatable)
+//! options: --nodes N (node hosts, each with its own disk, clock, faults and clients; default 1)
+//!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
+//!          --bug NAME (repeatable)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -51,6 +53,7 @@ fn parse() -> Result<Args, String> {
             "--hosts" => a.base.client_hosts = num(val(i)?)? as usize,
             "--tick-ms" => a.base.tick = Duration::from_millis(num(val(i)?)?),
             "--budget" => a.base.budget = num(val(i)?)?,
+            "--nodes" => a.base.nodes = num(val(i)?)?.max(1) as usize,
             "--bug" => {
                 let v = val(i)?;
                 let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
@@ -78,7 +81,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

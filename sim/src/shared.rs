@@ -1,10 +1,14 @@
-//! State shared, on the simulation thread, between the harness, the node host and the client
-//! hosts of one run: the trace, the history, the running node and the phase flags.
+//! State shared, on the simulation thread, between the harness, a node host and its client hosts
+//! in one run: the run's trace (one for all hosts), and per node host its history, the running
+//! node and the phase flags.
 //!
 //! Invariant: everything here is touched only from the one thread that runs the simulation, in
 //! the order the simulation runs; that order is a function of the seed, so the trace is too.
+//! Trace lines of a node host's parts carry the host's name (`node2.c0`), except in a run of a
+//! single node, whose lines are as they always were (`c0`), so old seeds keep their traces.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use annal::node::Node;
@@ -44,11 +48,13 @@ impl Trace {
     }
 }
 
-/// Everything the parts of one run share.
+/// Everything one node host, its clients and the harness share.
 #[derive(Default)]
 pub struct Shared {
-    /// The trace.
-    pub trace: Trace,
+    /// The run's trace (shared by every host of the run).
+    pub trace: Rc<Trace>,
+    /// The node host's name as trace lines show it: empty in a single-node run.
+    pub host: String,
     /// The history.
     pub history: RefCell<History>,
     /// The running node, once it has opened (cleared when it goes down).
@@ -61,4 +67,25 @@ pub struct Shared {
     pub final_reads: RefCell<Vec<usize>>,
     /// Operations completed.
     pub ops_done: Cell<u64>,
+}
+
+impl Shared {
+    /// Parts of one node host, writing to `trace`, tagged `host` (empty: untagged).
+    pub fn new(trace: Rc<Trace>, host: &str) -> Shared {
+        Shared { trace, host: host.to_owned(), ..Shared::default() }
+    }
+
+    /// Appends a trace line by `who` (of this host) at `at` (µs).
+    pub fn note(&self, at: u64, who: &str, what: impl std::fmt::Display) {
+        if self.host.is_empty() {
+            self.trace.at(at, who, what);
+        } else {
+            self.trace.at(at, &format!("{}.{who}", self.host), what);
+        }
+    }
+
+    /// Appends a trace line by `who` (of this host), stamped with the current host's time.
+    pub fn note_now(&self, who: &str, what: impl std::fmt::Display) {
+        self.note(now_us(), who, what)
+    }
 }

@@ -25,9 +25,7 @@ use crate::client::{Client, Failure, Resp};
 use crate::history::{Ev, OpKind, Outcome, ReadEv};
 use crate::shared::{now_us, Shared};
 
-/// The node's host name and port in the simulation.
-pub const NODE: &str = "node";
-/// The node's HTTP port.
+/// The node's HTTP port (on every node host).
 pub const PORT: u16 = 2113;
 const AUTH: &str = "Basic YWRtaW46Y2hhbmdlaXQ=";
 /// Page size of the final reads (the whole stream, in the workload's sizes).
@@ -36,6 +34,8 @@ pub const FULL_READ: usize = 4096;
 /// What the workload does.
 #[derive(Clone, Debug)]
 pub struct WorkloadConfig {
+    /// The node host the clients talk to.
+    pub node: String,
     /// Streams `s0 .. s{n-1}`; the last one may be hard-deleted when there are three or more.
     pub streams: usize,
     /// Length of the workload phase.
@@ -69,7 +69,7 @@ pub async fn client(me: usize, seed: u64, cfg: WorkloadConfig, shared: Rc<Shared
     let mut st = ClientState {
         me,
         rng: ChaCha8Rng::seed_from_u64(seed ^ 0xc11e_0000 ^ ((me as u64) << 20)),
-        http: Client::new(NODE, PORT, cfg.timeout),
+        http: Client::new(&cfg.node, PORT, cfg.timeout),
         known: vec![-1; cfg.streams],
         dead: vec![false; cfg.streams],
         seq: 0,
@@ -86,7 +86,7 @@ pub async fn client(me: usize, seed: u64, cfg: WorkloadConfig, shared: Rc<Shared
                 (s, next_op(&mut st, &cfg, s), 0)
             }
         };
-        let (id, out) = run_op(&mut st, &shared, s, kind.clone()).await;
+        let (id, out) = run_op(&mut st, &cfg, &shared, s, kind.clone()).await;
         if matches!(out, Outcome::Unknown(_) | Outcome::Refused(_)) && attempt < 3 {
             if let OpKind::Append { .. } = kind {
                 retry = Some((s, id, kind, attempt));
@@ -155,11 +155,17 @@ fn event(st: &mut ClientState, i: usize, pad_max: usize) -> Ev {
     }
 }
 
-fn request(method: &str, path: &str, headers: &[(&str, String)], body: String) -> http::Request<Full<Bytes>> {
+fn request(
+    node: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: String,
+) -> http::Request<Full<Bytes>> {
     let mut b = http::Request::builder()
         .method(method)
         .uri(path)
-        .header("host", format!("{NODE}:{PORT}"))
+        .header("host", format!("{node}:{PORT}"))
         .header("authorization", AUTH);
     for (k, v) in headers {
         b = b.header(*k, v.as_str());
@@ -167,7 +173,7 @@ fn request(method: &str, path: &str, headers: &[(&str, String)], body: String) -
     b.body(Full::new(Bytes::from(body))).unwrap_or_else(|e| unreachable!("static request parts: {e}"))
 }
 
-fn build(stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
+fn build(node: &str, stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
     match kind {
         OpKind::Append { expected, events, .. } => {
             let items: Vec<String> = events
@@ -182,6 +188,7 @@ fn build(stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
                 })
                 .collect();
             request(
+                node,
                 "POST",
                 &format!("/streams/{stream}"),
                 &[
@@ -192,18 +199,21 @@ fn build(stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
             )
         }
         OpKind::Delete { expected, hard } => request(
+            node,
             "DELETE",
             &format!("/streams/{stream}"),
             &[("es-expectedversion", expected.to_string()), ("es-harddelete", hard.to_string())],
             String::new(),
         ),
         OpKind::ReadForward { from, count } => request(
+            node,
             "GET",
             &format!("/streams/{stream}/{from}/forward/{count}?embed=body"),
             &[("accept", "application/vnd.eventstore.atom+json".into())],
             String::new(),
         ),
         OpKind::ReadBackward { count } => request(
+            node,
             "GET",
             &format!("/streams/{stream}/head/backward/{count}?embed=body"),
             &[("accept", "application/vnd.eventstore.atom+json".into())],
@@ -278,10 +288,16 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
     }
 }
 
-async fn run_op(st: &mut ClientState, shared: &Shared, s: usize, kind: OpKind) -> (usize, Outcome) {
+async fn run_op(
+    st: &mut ClientState,
+    cfg: &WorkloadConfig,
+    shared: &Shared,
+    s: usize,
+    kind: OpKind,
+) -> (usize, Outcome) {
     let stream = stream_name(s);
     let id = shared.history.borrow_mut().invoke(st.me, &stream, kind.clone(), now_us());
-    let r = st.http.send(build(&stream, &kind)).await;
+    let r = st.http.send(build(&cfg.node, &stream, &kind)).await;
     let out = classify(&kind, r);
     match (&kind, &out) {
         (OpKind::Append { events, .. }, Outcome::Appended { first: Some(f) }) => {
@@ -297,7 +313,7 @@ async fn run_op(st: &mut ClientState, shared: &Shared, s: usize, kind: OpKind) -
         _ => {}
     }
     let at = now_us();
-    shared.trace.at(at, &format!("c{}", st.me), format!("#{id} {stream} {kind} -> {out}"));
+    shared.note(at, &format!("c{}", st.me), format!("#{id} {stream} {kind} -> {out}"));
     shared.history.borrow_mut().complete(id, out.clone(), at);
     shared.ops_done.set(shared.ops_done.get() + 1);
     (id, out)
@@ -312,7 +328,8 @@ async fn final_reads(st: &mut ClientState, cfg: &WorkloadConfig, shared: &Shared
     let deadline = now_us() + 20_000_000;
     for s in 0..cfg.streams {
         loop {
-            let (id, out) = run_op(st, shared, s, OpKind::ReadForward { from: 0, count: FULL_READ }).await;
+            let (id, out) =
+                run_op(st, cfg, shared, s, OpKind::ReadForward { from: 0, count: FULL_READ }).await;
             if matches!(out, Outcome::Read { .. } | Outcome::NoStream | Outcome::Deleted)
                 || now_us() > deadline
             {

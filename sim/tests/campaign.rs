@@ -1,45 +1,49 @@
 //! The simulation campaign of `cargo test`: the failing-seed corpus first, then a quick campaign of
-//! seeds, the determinism canary, and proof that every test-only bug switch is caught by its seed
-//! in `corpus/bugs.txt`. Run it in release mode:
+//! seeds, a few seeds on three node hosts, the determinism canary, and proof that every test-only
+//! bug switch is caught by its seed in `corpus/bugs.txt`. Run it in release mode:
 //!
 //! ```text
 //! cargo test --release -p annal-sim --test campaign -- --nocapture --test-threads 1
 //! ```
 //!
-//! `ANNAL_SIM_SEEDS=N` changes the number of campaign seeds (default 300).
+//! `ANNAL_SIM_SEEDS=N` changes the number of campaign seeds (default 300). The root package's
+//! `cargo test --features sim` runs a smaller campaign of other seeds (`tests/sim_seeds.rs`).
 
 use annal::buggify::Bug;
-use annal_sim::campaign::{bug_seeds, meta, swarm, with_corpus};
+use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus};
 use annal_sim::Options;
-
-fn jobs() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
 
 #[test]
 fn corpus_then_quick_campaign() {
     let n: u64 = std::env::var("ANNAL_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let seeds = with_corpus(0..n);
-    let s = swarm(&seeds, jobs(), Options::quick, |r| {
-        if !r.passed() {
-            println!("{}", r.report());
-        }
-    });
-    println!(
-        "campaign: {} seeds in {:.1} s ({:.1} seeds/s, {:.0}x real time), {} ops, {} inconclusive",
-        seeds.len(),
-        s.wall.as_secs_f64(),
-        seeds.len() as f64 / s.wall.as_secs_f64().max(1e-9),
-        s.sim_time.as_secs_f64() / s.wall.as_secs_f64().max(1e-9),
-        s.ops,
-        s.inconclusive.len()
-    );
-    if !s.inconclusive.is_empty() {
-        println!("{}", s.inconclusive_line());
-    }
+    let s = run_and_report(&seeds, Options::quick);
+    show(&s.line("campaign", seeds.len()));
     let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
-    println!("{} seeds passed", s.passed);
+    show(&format!("{} seeds passed", s.passed));
+}
+
+/// Three node hosts, each with its own disk, clock, faults and clients, checked per host.
+#[test]
+fn three_node_hosts() {
+    let seeds: Vec<u64> = (0..12).collect();
+    let s = run_and_report(&seeds, Options::three_nodes);
+    show(&s.line("three node hosts", seeds.len()));
+    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "failing seeds: {failed:?}");
+    // Every host served its own clients and was faulted and healed on its own.
+    let r = annal_sim::run(&Options::three_nodes(5));
+    for host in ["node1", "node2", "node3"] {
+        let lines = |who: &str| r.trace.iter().filter(|l| l.contains(&format!(" {host}.{who}"))).count();
+        assert!(lines("c0") > 20, "{host}'s client 0 traced {} operations", lines("c0"));
+        assert!(lines("node") >= 2, "{host}'s node booted and stopped");
+        assert!(lines("fault") > 0, "{host} was never faulted or healed");
+    }
+    assert!(r.trace.iter().any(|l| l.contains(" partitioned for ")), "no partition between node hosts");
+    assert_eq!(r.plans.len(), 3);
+    let lines = meta(&Options::three_nodes(7)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(lines > 300, "seed 7 on three hosts traced only {lines} lines");
 }
 
 #[test]
