@@ -1,0 +1,38 @@
+//! Simulator seeds from the repository root: `cargo test --features sim` replays the failing-seed
+//! corpus (`corpus/seeds.txt`), a quick campaign of fresh seeds and a few seeds on three node
+//! hosts through the simulator in `sim/` (annal-sim, a dev-dependency), and prints
+//! `N seeds passed` (past the test harness's capture). Sized for debug builds on 2 cores: about
+//! 40 s of seeds in debug, 3 s in release.
+//!
+//! The long campaign (300 seeds, the determinism canary, the bug switches) is
+//! `sim/tests/campaign.rs`, which `cargo test --workspace` runs. This file's fresh seeds come
+//! after that campaign's range (300 onwards), so a workspace run adds seeds instead of repeating
+//! them; only the corpus is replayed by both. `ANNAL_SIM_QUICK_SEEDS=N` changes the number of
+//! fresh seeds (default 40).
+//!
+//! Features: annal-sim depends on annal with `sim`, and cargo unifies features, so every test
+//! build of this package that includes the dev-dependencies (`cargo test`, with or without
+//! `--features sim`, and `cargo test --workspace`) has `sim` on and runs these seeds. The gate
+//! below keeps the file empty in a build that has no `sim`.
+#![cfg(feature = "sim")]
+
+use annal_sim::campaign::{run_and_report, show, with_corpus};
+use annal_sim::Options;
+
+#[test]
+fn corpus_and_a_quick_campaign_pass() {
+    let n: u64 = std::env::var("ANNAL_SIM_QUICK_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
+    let seeds = with_corpus(300..300 + n);
+    let single = run_and_report(&seeds, Options::quick);
+    show(&single.line("simulator: corpus and quick campaign", seeds.len()));
+    let three: Vec<u64> = (300..303).collect();
+    let multi = run_and_report(&three, Options::three_nodes);
+    show(&multi.line("simulator: three node hosts", three.len()));
+    let failed: Vec<u64> = single.failed.iter().chain(&multi.failed).map(|r| r.options.seed).collect();
+    assert!(
+        failed.is_empty(),
+        "failing seeds: {failed:?} (each printed its report and replay command above)"
+    );
+    assert!(single.passed + multi.passed > 0, "no seed ran conclusively");
+    show(&format!("{} seeds passed", single.passed + multi.passed));
+}
