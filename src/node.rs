@@ -2,7 +2,8 @@
 //!
 //! [`Node::open`] builds every service from its section of the typed configuration before any
 //! listener starts: the store (recovered, then — a single node being its own leader — a new epoch),
-//! the users and access control (default users created, the user watcher started at bind), and
+//! the users and access control (default users created, the user cache following committed
+//! records), and
 //! the scavenger. The services reach the HTTP API as one handle ([`Services`], through the node).
 //! A cluster, subscriptions, projections and TLS are added here as further services.
 //!
@@ -73,6 +74,7 @@ impl Node {
         store.start_epoch([0; 16])?;
         let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
         auth.ensure_default_users()?;
+        auth.follow_users();
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
@@ -126,13 +128,12 @@ impl Node {
         self.instance_id
     }
 
-    /// Starts the background services (the user watcher), binds the HTTP listener; returns the
-    /// bound address and a future that serves until shutdown is requested, then closes the store.
+    /// Binds the HTTP listener; returns the bound address and a future that serves until shutdown
+    /// is requested, then closes the store.
     pub async fn bind(
         self: &Arc<Self>,
     ) -> Result<(SocketAddr, impl std::future::Future<Output = Result<(), StorageError>> + use<>), NodeError>
     {
-        self.services.auth.watch(self.shutdown_requested());
         let addr = SocketAddr::new(self.config.http_ip, self.config.http_port);
         let listener = self.env.net.listen(addr).await.map_err(|source| NodeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| NodeError::Bind { addr, source })?;

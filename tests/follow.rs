@@ -286,3 +286,27 @@ async fn a_follow_cursor_reads_history_then_waits_for_new_commits() {
     let batch = waiting.await.unwrap();
     assert!(matches!(&batch[..], [Record::Event(e)] if e.stream == "b"));
 }
+
+#[tokio::test]
+async fn a_names_cursor_reads_kept_summaries_and_falls_back_to_the_log() {
+    let disk = Arc::new(MemDisk::default());
+    let env = env(disk.clone(), 10);
+    let store = Store::open(&env, store_cfg("/db")).unwrap();
+    store.append("old-a", ANY, vec![ev(1, 10)]).unwrap();
+    drop(store);
+    // History from before this process's summaries: read from the log.
+    let store = Store::open(&env, store_cfg("/db")).unwrap();
+    let mut from_start = store.follow(0);
+    let mut live = store.follow_new();
+    store.append("new-b", ANY, vec![ev(2, 10), ev(3, 10)]).unwrap();
+    store.append("new-c", ANY, vec![ev(4, 10)]).unwrap();
+    let names = |v: Vec<Arc<str>>| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(names(live.next_streams().await.unwrap()), ["new-b", "new-c"]);
+    assert_eq!(live.position(), store.log().committed());
+    let mut seen = Vec::new();
+    while from_start.has_more() {
+        seen.extend(names(from_start.next_streams().await.unwrap()));
+    }
+    // Behind the summaries, one read of the log: one name per event record.
+    assert_eq!(seen, ["old-a", "new-b", "new-b", "new-c"]);
+}

@@ -9,7 +9,10 @@
 //! Passwords are stored as PBKDF2-HMAC-SHA256 hashes ([`password`]) with a random salt from the
 //! environment. Verifying one costs tens of milliseconds by design, so verified `Authorization`
 //! headers are cached briefly, keyed by a SHA-256 of the header (never the password itself); every
-//! user change clears the cache, so a disabled user or an old password is refused at once.
+//! user change clears the cache, so a disabled user or an old password is refused at once. The
+//! cache follows the committed records itself (a follow cursor of the store, [`Auth::catch_up`]
+//! before every lookup), so a change that arrives by any path — this API, a stream write,
+//! replication, a restore — counts, and one acknowledged before a request is seen by it.
 //!
 //! Stream access ([`acl`]) combines a stream's `$acl` metadata, the defaults of the latest
 //! `$settings` event (cached by its event number) and built-in fallbacks.
@@ -19,16 +22,14 @@ pub mod password;
 mod users;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use sha2::Digest;
 
-use crate::env::{Env, Watermark};
-use crate::log::record::Record;
-use crate::store::{ReadError, StorageError, Store};
+use crate::env::Env;
+use crate::store::{Follow, ReadError, StorageError, Store};
 
 pub use acl::{Access, Operation, Settings};
 pub use users::{UserError, UserRecord};
@@ -39,23 +40,12 @@ pub const DEFAULT_PASSWORD_ITERATIONS: u32 = 100_000;
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
 /// Cached headers at most; the cache is emptied when full.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
-/// Records the user watcher takes from the follow feed at once.
-const USER_WATCH_BATCH: usize = 1024;
-/// How long the user watcher waits before reading again after a failed read.
-const USER_WATCH_RETRY: Duration = Duration::from_secs(1);
-/// How long a request waits for the user watcher to catch up before it skips the caches.
-pub const USER_WATCH_SETTLE: Duration = Duration::from_secs(2);
 
-/// Whether a committed record changes users or settings: an event of `$user-<login>`, `$users`,
-/// `$users-password-notifications`, `$settings`, or of their metastreams.
-fn changes_auth(r: &Record) -> bool {
-    match r {
-        Record::Event(e) => {
-            let s = e.stream.strip_prefix("$$").unwrap_or(&e.stream);
-            s.starts_with("$user") || s == "$settings"
-        }
-        Record::Epoch(_) => false,
-    }
+/// Whether an event of `stream` changes users or settings: `$user-<login>`, `$users`,
+/// `$users-password-notifications`, `$settings`, or their metastreams.
+fn changes_auth(stream: &str) -> bool {
+    let s = stream.strip_prefix("$$").unwrap_or(stream);
+    s.starts_with("$user") || s == "$settings"
 }
 
 /// The users' settings (a section of the node's configuration).
@@ -112,11 +102,9 @@ pub struct Auth {
     iterations: u32,
     creds: Mutex<CredCache>,
     settings: Mutex<Option<(i64, Arc<Settings>)>>,
-    /// How far the user watcher ([`Auth::watch`]) has looked at committed records.
-    seen: Watermark,
-    /// Whether the user watcher runs (until it does, only this type's own user changes clear
-    /// the caches).
-    watching: AtomicBool,
+    /// The follow cursor of the user cache ([`Auth::follow_users`]); `None` until then (only
+    /// this type's own user changes clear the caches).
+    users: Mutex<Option<Follow>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -144,8 +132,7 @@ impl Auth {
             iterations: iterations.max(1),
             creds: Mutex::new(CredCache { generation: 0, entries: HashMap::new() }),
             settings: Mutex::new(None),
-            seen: Watermark::new(0),
-            watching: AtomicBool::new(false),
+            users: Mutex::new(None),
         }
     }
 
@@ -155,6 +142,7 @@ impl Auth {
 
     /// The cached verdict on an `Authorization` header, if a fresh one exists (never blocks).
     pub fn cached(&self, header: &str) -> Option<Result<Principal, AuthFailure>> {
+        self.catch_up();
         let now = self.env.clock.monotonic();
         let cache = lock(&self.creds);
         match cache.entries.get(&Self::key(header)) {
@@ -200,54 +188,33 @@ impl Auth {
         *lock(&self.settings) = None;
     }
 
-    /// Watches committed records for changes to users and settings, whoever wrote them (this
-    /// API, a stream write to `$user-…`, replication, a restore), and clears the caches when one
-    /// commits, until `stop` turns true. Runs as a task on the environment's runtime.
-    pub fn watch(self: &Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let auth = self.clone();
-        let mut feed = self.store.follow_new();
-        self.seen.raise(feed.position());
-        self.watching.store(true, Ordering::Release);
-        self.env.rt.spawn(Box::pin(async move {
-            loop {
-                let batch = tokio::select! {
-                    biased;
-                    _ = stop.wait_for(|s| *s) => break,
-                    b = feed.next(USER_WATCH_BATCH) => b,
-                };
-                match batch {
-                    Ok(records) => {
-                        if records.iter().any(changes_auth) {
-                            auth.invalidate();
-                        }
-                    }
-                    Err(e) => {
-                        // The records could not be read: assume they changed users, try again.
-                        tracing::warn!(error = %e, "the user watcher could not read committed records");
-                        auth.invalidate();
-                        auth.env.rt.sleep(USER_WATCH_RETRY).await;
-                        continue;
-                    }
-                }
-                auth.seen.raise(feed.position());
-            }
-            auth.watching.store(false, Ordering::Release);
-            auth.seen.raise(u64::MAX);
-        }));
+    /// From now on the caches follow committed records for changes to users and settings,
+    /// whoever wrote them (this API, a stream write to `$user-…`, replication, a restore): before
+    /// a cached verdict is used, the cache catches up on the streams written since
+    /// ([`Auth::catch_up`]).
+    pub fn follow_users(&self) {
+        *lock(&self.users) = Some(self.store.follow_new());
     }
 
-    /// Completes once the user watcher has looked at everything committed when it was called,
-    /// so a cached verdict reflects every user change acknowledged before this request. False
-    /// when it did not catch up within [`USER_WATCH_SETTLE`] (the caller then skips the caches).
-    pub async fn settled(&self) -> bool {
-        let target = self.store.log().committed();
-        if !self.watching.load(Ordering::Acquire) || self.seen.get() >= target {
-            return true;
+    /// Catches the caches up on what has been committed: clears them if a user or settings
+    /// stream was written since the last catch-up. Reads nothing from the disk: a cursor that fell
+    /// behind the store's kept summaries skips to the end and clears the caches instead.
+    pub fn catch_up(&self) {
+        let mut users = lock(&self.users);
+        let Some(cursor) = users.as_mut() else { return };
+        if !cursor.has_more() {
+            return;
         }
-        tokio::select! {
-            biased;
-            _ = self.seen.wait_until(|s| s >= target) => true,
-            _ = self.env.rt.sleep(USER_WATCH_SETTLE) => false,
+        let changed = match cursor.streams_kept() {
+            Some(streams) => streams.iter().any(|s| changes_auth(s)),
+            None => {
+                cursor.skip_to_committed();
+                true
+            }
+        };
+        drop(users);
+        if changed {
+            self.invalidate();
         }
     }
 

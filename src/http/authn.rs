@@ -10,9 +10,7 @@ use crate::auth::{AuthFailure, Principal};
 /// Verifies an `Authorization` header; a fresh cached verdict avoids the password hash.
 pub async fn authenticate(api: &Api, header: &[u8]) -> Result<Principal, Reply> {
     let Ok(header) = std::str::from_utf8(header) else { return Err(Reply::unauthorized()) };
-    // A cached verdict counts only once the user watcher has seen every acknowledged change.
-    let cached = if api.node.auth().settled().await { api.node.auth().cached(header) } else { None };
-    let verdict = match cached {
+    let verdict = match api.node.auth().cached(header) {
         Some(v) => v,
         None => {
             let auth = api.node.auth().clone();

@@ -41,9 +41,9 @@ pub enum Dir {
 /// A matched route: the area that answers it, with the area's route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
-    /// Ping, info, gossip, stats, shutdown.
+    /// Ping, info, gossip, stats.
     Node(NodeRoute),
-    /// Scavenges and index merges.
+    /// Scavenges, index merges, shutdown.
     Admin(AdminRoute),
     /// Users.
     Users(UserRoute),
@@ -102,14 +102,16 @@ impl Route {
     }
 }
 
-/// The routes of a path's decoded segments, from every area (at most one area answers a path).
+/// The routes of a path's decoded segments, from the area its first segment names.
 pub fn routes(segs: &[String]) -> Vec<(Method, Route)> {
     let v: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let mut out: Vec<(Method, Route)> = Vec::new();
-    out.extend(node::routes(&v).into_iter().map(|(m, r)| (m, Route::Node(r))));
-    out.extend(admin::routes(&v).into_iter().map(|(m, r)| (m, Route::Admin(r))));
-    out.extend(users::routes(&v).into_iter().map(|(m, r)| (m, Route::Users(r))));
-    out.extend(streams::routes(&v).into_iter().map(|(m, r)| (m, Route::Streams(r))));
+    let mut out: Vec<(Method, Route)> = Vec::with_capacity(4);
+    match v.first().copied() {
+        Some("streams") => streams::routes(&v, &mut out),
+        Some("users") => users::routes(&v, &mut out),
+        Some("admin") => admin::routes(&v, &mut out),
+        _ => node::routes(&v, &mut out),
+    }
     out
 }
 

@@ -22,7 +22,6 @@ use super::router::Dir;
 use super::text::{escape, json_to_xml};
 use super::Api;
 use crate::auth::{Operation, Principal};
-use crate::log::record::Record;
 use crate::store::engine::{meta_target, Window};
 use crate::store::{ReadError, ResolvedEvent};
 
@@ -103,19 +102,16 @@ fn cache_control(public: bool, head: bool, cache_secs: Option<i64>) -> String {
     }
 }
 
-/// Records a long poll takes from the follow feed per wake-up.
-const LONG_POLL_BATCH: usize = 256;
-
 /// Answers with `run`, and while `parkable` says the answer is still "nothing yet", waits up to
-/// `secs` (`ES-LongPoll`) on the follow feed for a committed record that `wakes` the poll (an event
-/// of the stream read, say), then answers with the latest run. The cursor starts before the first
-/// run, so a commit between the run and the wait is not missed.
+/// `secs` (`ES-LongPoll`) on the follow feed for a commit to a stream that `wakes` the poll (the
+/// stream read, say), then answers with the latest run. The cursor starts before the first run,
+/// so a commit between the run and the wait is not missed.
 async fn long_poll<T, F, Fut>(
     api: &Api,
     secs: Option<u64>,
     mut run: F,
     parkable: impl Fn(&T) -> bool,
-    wakes: impl Fn(&Record) -> bool,
+    wakes: impl Fn(&str) -> bool,
 ) -> T
 where
     F: FnMut() -> Fut,
@@ -135,8 +131,8 @@ where
         tokio::select! {
             biased;
             _ = super::stopped(&mut stop) => return out,
-            r = feed.next(LONG_POLL_BATCH) => match r {
-                Ok(records) if !records.iter().any(&wakes) => continue,
+            r = feed.next_streams() => match r {
+                Ok(streams) if !streams.iter().any(|s| wakes(s)) => continue,
                 // A failed read of the feed: answer with a fresh run, which reports it if it lasts.
                 Ok(_) | Err(_) => {}
             },
@@ -146,12 +142,10 @@ where
     }
 }
 
-/// Whether `r` is an event of `stream` or of its metastream (which can change what is visible).
-fn touches_stream(r: &Record, stream: &str) -> bool {
-    match r {
-        Record::Event(e) => e.stream == stream || e.stream.strip_prefix("$$") == Some(stream),
-        Record::Epoch(_) => false,
-    }
+/// Whether a write to `written` can change a read of `stream`: the stream itself or its
+/// metastream (which can change what is visible).
+fn touches_stream(written: &str, stream: &str) -> bool {
+    written == stream || written.strip_prefix("$$") == Some(stream)
 }
 
 /// Checks read access to the targets of resolved links (a denied target denies the whole read).
@@ -622,7 +616,7 @@ async fn all_inner(
             }
         },
         |o| matches!(o, Outcome::NotModified) || matches!(o, Outcome::Done(p) if p.events.is_empty()),
-        |r| matches!(r, Record::Event(_)),
+        |_| true,
     )
     .await;
     let page = failure(outcome, None)?;

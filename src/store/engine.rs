@@ -10,7 +10,6 @@
 //! semantics independently and the model comparison test holds the two together.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -238,8 +237,8 @@ pub struct Plan<'a> {
     pub reported: Option<usize>,
     /// Whether the chunk is completed after the events (a scavenge point).
     pub completes_chunk: bool,
-    /// The states of the streams the operation touched, after it.
-    pub states: BTreeMap<String, StreamState>,
+    /// The states of the streams the operation touched, after it (a handful: a short list).
+    pub states: Vec<(Cow<'a, str>, StreamState)>,
 }
 
 impl<'a> Plan<'a> {
@@ -248,14 +247,25 @@ impl<'a> Plan<'a> {
         Plan { first_event_number: first, last_event_number: last, ..Plan::default() }
     }
 
-    /// The state of `name` as this plan leaves it so far.
-    fn state(&mut self, facts: &mut dyn Facts, name: &str) -> Result<StreamState, StorageError> {
-        if let Some(s) = self.states.get(name) {
-            return Ok(s.clone());
+    /// Where the state of `name` (as this plan leaves it so far) is in [`Plan::states`].
+    fn slot(&mut self, facts: &mut dyn Facts, name: impl Into<Cow<'a, str>>) -> Result<usize, StorageError> {
+        let name = name.into();
+        if let Some(i) = self.states.iter().position(|(n, _)| *n == name) {
+            return Ok(i);
         }
-        let s = facts.state(name)?;
-        self.states.insert(name.to_owned(), s.clone());
-        Ok(s)
+        let s = facts.state(&name)?;
+        self.states.push((name, s));
+        Ok(self.states.len() - 1)
+    }
+
+    /// The state of `name` as this plan leaves it so far.
+    fn state(
+        &mut self,
+        facts: &mut dyn Facts,
+        name: impl Into<Cow<'a, str>>,
+    ) -> Result<&StreamState, StorageError> {
+        let i = self.slot(facts, name)?;
+        Ok(&self.states[i].1)
     }
 
     /// Adds `events` as one atomic write to `stream`, numbered after its last, and updates the
@@ -264,15 +274,16 @@ impl<'a> Plan<'a> {
     fn push(
         &mut self,
         facts: &mut dyn Facts,
-        stream: &str,
+        stream: impl Into<Cow<'a, str>>,
         events: impl ExactSizeIterator<Item = NewEventParts<'a>>,
         remember_id: bool,
     ) -> Result<usize, StorageError> {
-        let mut st = self.state(facts, stream)?;
-        let first = st.last + 1;
-        let name: Arc<str> = Arc::from(stream);
+        let slot = self.slot(facts, stream)?;
+        let first = self.states[slot].1.last + 1;
+        let name: Arc<str> = Arc::from(&*self.states[slot].0);
         let at = self.events.len();
         let k = events.len();
+        self.events.reserve(k);
         for (i, (id, event_type, data, metadata, is_json)) in events.enumerate() {
             self.events.push(PlannedEvent {
                 stream: name.clone(),
@@ -289,18 +300,20 @@ impl<'a> Plan<'a> {
             });
         }
         let last = first + k as i64 - 1;
-        st.last = last;
-        self.states.insert(stream.to_owned(), st);
-        if let (Some(target), Some(e)) = (meta_target(stream), self.events.last()) {
+        self.states[slot].1.last = last;
+        let target = match &self.states[slot].0 {
+            Cow::Borrowed(s) => meta_target(s).map(Cow::Borrowed),
+            Cow::Owned(s) => meta_target(s).map(|t| Cow::Owned(t.to_owned())),
+        };
+        if let (Some(target), Some(e)) = (target, self.events.last()) {
             let meta = if e.is_json && !e.data.is_empty() {
                 StreamMetadata::parse(&e.data)
             } else {
                 StreamMetadata { raw: Some(e.data.clone()), ..StreamMetadata::default() }
             };
-            let mut t = self.state(facts, target)?;
-            t.meta_last = last;
-            t.meta = meta;
-            self.states.insert(target.to_owned(), t);
+            let t = self.slot(facts, target)?;
+            self.states[t].1.meta_last = last;
+            self.states[t].1.meta = meta;
         }
         Ok(at)
     }
@@ -323,41 +336,43 @@ fn metadata_event<'a>(id: [u8; 16], data: Bytes) -> NewEventParts<'a> {
 /// last event.
 pub fn plan_append<'a>(
     facts: &mut dyn Facts,
-    stream: &str,
+    stream: &'a str,
     expected: i64,
     events: &'a [NewEvent],
 ) -> Result<Plan<'a>, WriteError> {
     validate_name(stream)?;
     let mut plan = Plan::default();
-    let state = plan.state(facts, stream)?;
     let meta_of = meta_target(stream);
     let target_tombstoned = match meta_of {
         Some(t) => plan.state(facts, t)?.is_tombstoned(),
         None => false,
     };
+    let slot = plan.slot(facts, stream)?;
+    let state = &plan.states[slot].1;
     let ids: Vec<[u8; 16]> = events.iter().map(|e| e.id).collect();
-    let existing = if needs_existing_ids(&state, expected) {
+    let existing = if needs_existing_ids(state, expected) {
         facts.existing_ids(stream, expected + 1, ids.len())?
     } else {
         Vec::new()
     };
-    let check = check_append(&state, meta_of.is_some(), target_tombstoned, expected, &ids, &existing, |id| {
+    let check = check_append(state, meta_of.is_some(), target_tombstoned, expected, &ids, &existing, |id| {
         facts.recent(stream, id)
     });
+    let (last_now, soft_deleted) = (state.last, meta_of.is_none() && state.meta.is_soft_deleted());
     match check {
         Check::Reject(e) => Err(e),
         Check::Idempotent { .. } | Check::Append if events.is_empty() => {
-            Ok(Plan::nothing(state.last + 1, state.last))
+            Ok(Plan::nothing(last_now + 1, last_now))
         }
         Check::Idempotent { first, last } => Ok(Plan::nothing(first, last)),
         Check::Append => {
-            let first = state.last + 1;
+            let first = last_now + 1;
             let mut reported = None;
-            if meta_of.is_none() && state.meta.is_soft_deleted() {
+            if soft_deleted {
                 // Re-creating a soft-deleted stream: `$tb` moves to the first new event.
-                let json = metadata::recreate_json(state.meta.raw.as_deref(), first);
+                let json = metadata::recreate_json(plan.states[slot].1.meta.raw.as_deref(), first);
                 let ev = metadata_event(facts.new_id(), json.into());
-                reported = Some(plan.push(facts, &format!("$${stream}"), std::iter::once(ev), false)?);
+                reported = Some(plan.push(facts, format!("$${stream}"), std::iter::once(ev), false)?);
             }
             let mut undeleted = None;
             if let Some(target) = meta_of {
@@ -391,19 +406,19 @@ pub fn plan_append<'a>(
 /// the end of the stream (soft).
 pub fn plan_delete<'a>(
     facts: &mut dyn Facts,
-    stream: &str,
+    stream: &'a str,
     expected: i64,
     hard: bool,
 ) -> Result<Plan<'a>, WriteError> {
     validate_name(stream)?;
     let mut plan = Plan::default();
-    let state = plan.state(facts, stream)?;
+    let slot = plan.slot(facts, stream)?;
     if let Some(t) = meta_target(stream) {
         if plan.state(facts, t)?.is_tombstoned() {
             return Err(WriteError::StreamDeleted);
         }
     }
-    check_delete(&state, expected)?;
+    check_delete(&plan.states[slot].1, expected)?;
     if hard {
         plan.events.push(PlannedEvent {
             stream: Arc::from(stream),
@@ -418,15 +433,15 @@ pub fn plan_delete<'a>(
             tombstone: true,
             remember_id: false,
         });
-        plan.states.insert(stream.to_owned(), StreamState { last: TOMBSTONE, ..state });
+        plan.states[slot].1.last = TOMBSTONE;
         plan.first_event_number = TOMBSTONE;
         plan.last_event_number = TOMBSTONE;
         plan.reported = Some(0);
     } else {
         let meta = format!("$${stream}");
-        let n = plan.state(facts, &meta)?.last + 1;
+        let n = plan.state(facts, meta.clone())?.last + 1;
         let ev = metadata_event(facts.new_id(), Bytes::from_static(b"{\"$tb\":9223372036854775807}"));
-        plan.reported = Some(plan.push(facts, &meta, std::iter::once(ev), false)?);
+        plan.reported = Some(plan.push(facts, meta, std::iter::once(ev), false)?);
         plan.first_event_number = n;
         plan.last_event_number = n;
     }

@@ -6,17 +6,57 @@
 //! it waits on. Long polls, the user cache and, in the cluster, replication, subscriptions and
 //! projections consume committed records this way.
 //!
+//! Consumers that need only which streams were written (long polls, the user cache) ask for
+//! stream names ([`Follow::next_streams`]): the store keeps the names of recently published
+//! batches in memory ([`Summaries`], bounded), so those cursors read no log at all while they
+//! keep up, and read the log like any cursor when they fall behind.
+//!
 //! Invariants: a cursor never yields a record past the committed position; records come in log
 //! order, each once; epoch records are yielded too (replication needs them; most consumers skip
-//! them).
+//! them). Stream names come in log order; a cursor that entered a batch partway may be told a
+//! name of that batch again.
 
 use std::sync::Arc;
 
-use super::{StorageError, Store};
+use super::{lock, StorageError, Store};
 use crate::log::record::Record;
 
 /// Frame bytes one batch of a cursor holds at most (a single larger record still comes alone).
 pub const FOLLOW_BATCH_BYTES: u64 = 4 * 1024 * 1024;
+/// Stream names the store keeps for recently published batches, at most.
+pub const SUMMARY_NAMES_MAX: usize = 65_536;
+/// Records a names cursor reads from the log at once when it is behind the kept names.
+const NAMES_FROM_LOG_RECORDS: usize = 1024;
+
+/// The streams recently published batches wrote: `(start, end, names)` per batch that moved the
+/// committed position, in log order, complete from `from` on.
+#[derive(Debug)]
+pub(super) struct Summaries {
+    from: u64,
+    batches: std::collections::VecDeque<(u64, u64, Vec<Arc<str>>)>,
+    names: usize,
+}
+
+impl Summaries {
+    /// Empty, complete from `from`.
+    pub(super) fn new(from: u64) -> Summaries {
+        Summaries { from, batches: Default::default(), names: 0 }
+    }
+
+    /// Records a batch from `start` to `end` that wrote `names` (one per run of a stream).
+    pub(super) fn push(&mut self, start: u64, end: u64, names: Vec<Arc<str>>) {
+        if names.is_empty() {
+            return;
+        }
+        self.names += names.len();
+        self.batches.push_back((start, end, names));
+        while self.names > SUMMARY_NAMES_MAX {
+            let Some((_, end, gone)) = self.batches.pop_front() else { break };
+            self.names -= gone.len();
+            self.from = end;
+        }
+    }
+}
 
 /// A cursor over committed records (see the module doc).
 pub struct Follow {
@@ -68,6 +108,57 @@ impl Follow {
             self.pos = next;
             if !records.is_empty() {
                 return Ok(records);
+            }
+        }
+    }
+
+    /// Which streams the batches published past the cursor wrote, from the store's kept
+    /// summaries, without waiting or reading the disk; the cursor moves to the published end.
+    /// `None` when the cursor is behind what the store keeps (the log has the answer).
+    pub fn streams_kept(&mut self) -> Option<Vec<Arc<str>>> {
+        // Only what is fully published (the watermark) counts.
+        let visible = self.store.committed.get();
+        let sums = lock(&self.store.summaries);
+        if self.pos < sums.from {
+            return None;
+        }
+        // Batches are in log order: skip those the cursor has seen without a scan.
+        let first = sums.batches.partition_point(|(_, end, _)| *end <= self.pos);
+        let names = sums
+            .batches
+            .range(first..)
+            .take_while(|(_, end, _)| *end <= visible)
+            .flat_map(|(_, _, names)| names.iter().cloned())
+            .collect();
+        self.pos = self.pos.max(visible);
+        Some(names)
+    }
+
+    /// Moves the cursor to the published end, past everything it has not read.
+    pub fn skip_to_committed(&mut self) {
+        self.pos = self.pos.max(self.store.committed.get());
+    }
+
+    /// Waits until records past the cursor are committed, then tells which streams they wrote
+    /// ([`Follow::streams_kept`] while the cursor keeps up, else from the log). Never returns an
+    /// empty list.
+    pub async fn next_streams(&mut self) -> Result<Vec<Arc<str>>, StorageError> {
+        loop {
+            self.wait().await;
+            let names = match self.streams_kept() {
+                Some(names) => names,
+                None => self
+                    .next(NAMES_FROM_LOG_RECORDS)
+                    .await?
+                    .iter()
+                    .filter_map(|r| match r {
+                        Record::Event(e) => Some(Arc::from(e.stream.as_str())),
+                        Record::Epoch(_) => None,
+                    })
+                    .collect(),
+            };
+            if !names.is_empty() {
+                return Ok(names);
             }
         }
     }

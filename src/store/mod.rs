@@ -72,6 +72,8 @@ pub struct Store {
     recent: Mutex<Fifo<[u8; 16], RecentId>>,
     /// The committed position, for [`Follow`] cursors waiting for new commits.
     committed: Watermark,
+    /// Which streams recently published batches wrote, for cursors that need only that.
+    summaries: Mutex<follow::Summaries>,
     /// Writer statistics.
     pub stats: WriterStats,
     /// What recovery did at open.
@@ -109,6 +111,7 @@ impl Store {
             log.committed(),
         )?;
         let committed = Watermark::new(log.committed());
+        let summaries = Mutex::new(follow::Summaries::new(log.committed()));
         let store = Arc::new_cyclic(|me| Store {
             me: me.clone(),
             env: env.clone(),
@@ -121,6 +124,7 @@ impl Store {
             queue: Mutex::new(Queue::default()),
             leader_lane: env.rt.lane("annal-writer"),
             committed,
+            summaries,
             stats: WriterStats::default(),
             recovery,
         });

@@ -7,7 +7,8 @@
 //!
 //! Invariants: batches are applied in log order, each ending at or past the previous one; a
 //! batch's end is at most the log's durable end; after a batch, no cached stream state is older
-//! than the batch (it was replaced by the writer's state or dropped).
+//! than the batch (it was replaced by the writer's state or dropped); follow cursors are woken
+//! only after everything else, so what they learn of is readable.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ pub struct Committed {
     /// Names of the streams the entries belong to (for the existence filter).
     names: Vec<Arc<str>>,
     /// Stream states after the batch, as the writer that decided it knows them.
-    states: Vec<(String, StreamState)>,
+    states: BTreeMap<String, StreamState>,
     /// Streams whose cached states are dropped (recomputed on the next read).
     touched: Vec<Arc<str>>,
     /// Event ids accepted by a local write: id, stream, event number.
@@ -43,7 +44,7 @@ impl Committed {
             end,
             entries: staged.entries,
             names: staged.names,
-            states: overlay.into_iter().collect(),
+            states: overlay,
             touched: Vec::new(),
             recent: staged.recent,
         }
@@ -84,9 +85,15 @@ impl Store {
     /// end), then the index, the stream-state cache and the recent ids take its records, then
     /// every follow cursor is woken. The only code that does any of these for writes.
     pub fn apply_committed(&self, batch: Committed) {
+        let start = self.log.committed();
         self.log.publish(batch.end);
         let names: Vec<&str> = batch.names.iter().map(|n| &**n).collect();
         self.index.add(&batch.entries, &names, batch.end);
+        drop(names);
+        let end = self.log.committed();
+        if end > start {
+            lock(&self.summaries).push(start, end, batch.names);
+        }
         {
             let mut cache = lock(&self.streams);
             cache.0 += 1;
@@ -103,7 +110,7 @@ impl Store {
                 recent.insert(id, (stream, n));
             }
         }
-        self.committed.raise(self.log.committed());
+        self.committed.raise(end);
         self.index.maybe_flush();
     }
 }

@@ -31,17 +31,16 @@ pub(super) struct Staged {
 /// committed states), ids from the index, recent ids, fresh ids from the environment.
 struct GroupFacts<'s> {
     store: &'s Store,
-    overlay: &'s mut BTreeMap<String, StreamState>,
+    overlay: &'s BTreeMap<String, StreamState>,
 }
 
 impl engine::Facts for GroupFacts<'_> {
     fn state(&mut self, name: &str) -> Result<StreamState, StorageError> {
-        if let Some(s) = self.overlay.get(name) {
-            return Ok(s.clone());
+        // The plan keeps what it fetched and the overlay takes the plan's states afterwards.
+        match self.overlay.get(name) {
+            Some(s) => Ok(s.clone()),
+            None => self.store.stream_state(name),
         }
-        let s = self.store.stream_state(name)?;
-        self.overlay.insert(name.to_owned(), s.clone());
-        Ok(s)
     }
 
     fn existing_ids(
@@ -88,7 +87,7 @@ impl Store {
         };
         let position = self.encode(w, &plan, now, staged)?;
         let wrote = !plan.events.is_empty();
-        overlay.extend(plan.states);
+        overlay.extend(plan.states.into_iter().map(|(name, st)| (name.into_owned(), st)));
         Ok((
             WriteResult {
                 first_event_number: plan.first_event_number,
@@ -131,9 +130,9 @@ impl Store {
         now: i64,
         staged: &mut Staged,
     ) -> Result<Option<u64>, WriteError> {
-        let mut positions = Vec::with_capacity(plan.events.len());
+        let mut reported = None;
         let mut tx_position = 0;
-        for e in &plan.events {
+        for (i, e) in plan.events.iter().enumerate() {
             let mut fl = flags::DATA | flags::IS_COMMITTED;
             if e.is_json {
                 fl |= flags::IS_JSON;
@@ -167,12 +166,14 @@ impl Store {
             if e.remember_id {
                 staged.recent.push((e.id, e.stream.clone(), e.event_number));
             }
-            positions.push(pos);
+            if plan.reported == Some(i) {
+                reported = Some(pos);
+            }
         }
         if plan.completes_chunk {
             w.complete_now().map_err(StorageError::from)?;
         }
-        Ok(plan.reported.map(|i| positions[i]))
+        Ok(reported)
     }
 
     /// Stages one event record (its log and transaction positions are filled in here).

@@ -1,5 +1,5 @@
-//! The admin area: scavenges (`/admin/scavenge[/{id}]`) and index merges
-//! (`/admin/mergeindexes`).
+//! The admin area: scavenges (`/admin/scavenge[/{id}]`), index merges (`/admin/mergeindexes`)
+//! and shutdown (`/admin/shutdown`).
 
 use std::sync::Arc;
 
@@ -7,8 +7,8 @@ use http::Method;
 
 use super::super::reply::Reply;
 use super::super::request::Req;
-use super::super::router::{Level, Spec};
-use super::super::{admin, Api};
+use super::super::router::{Level, Route, Spec};
+use super::super::{admin, node_info, Api};
 
 /// A route of the admin area.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,22 +21,24 @@ pub enum AdminRoute {
     ScavengeStop(String),
     /// `POST /admin/mergeindexes`.
     MergeIndexes,
+    /// `POST /admin/shutdown`.
+    Shutdown,
 }
 
-/// The admin area's routes of a path.
-pub fn routes(segs: &[&str]) -> Vec<(Method, AdminRoute)> {
+/// Adds the admin area's routes of a path to `out`.
+pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
+    let mut add = |m, r| out.push((m, Route::Admin(r)));
     match segs {
-        ["admin", "scavenge"] => vec![(Method::POST, AdminRoute::ScavengeStart)],
+        ["admin", "scavenge"] => add(Method::POST, AdminRoute::ScavengeStart),
         ["admin", "scavenge", id] => {
-            let mut out = Vec::new();
             if *id == "current" {
-                out.push((Method::GET, AdminRoute::ScavengeCurrent));
+                add(Method::GET, AdminRoute::ScavengeCurrent);
             }
-            out.push((Method::DELETE, AdminRoute::ScavengeStop((*id).to_owned())));
-            out
+            add(Method::DELETE, AdminRoute::ScavengeStop((*id).to_owned()));
         }
-        ["admin", "mergeindexes"] => vec![(Method::POST, AdminRoute::MergeIndexes)],
-        _ => Vec::new(),
+        ["admin", "mergeindexes"] => add(Method::POST, AdminRoute::MergeIndexes),
+        ["admin", "shutdown"] => add(Method::POST, AdminRoute::Shutdown),
+        _ => {}
     }
 }
 
@@ -54,5 +56,6 @@ pub async fn dispatch(api: &Arc<Api>, route: AdminRoute, req: &mut Req) -> Reply
         AdminRoute::ScavengeCurrent => admin::current(api),
         AdminRoute::ScavengeStop(id) => admin::stop(api, &id).await,
         AdminRoute::MergeIndexes => admin::merge_indexes(api),
+        AdminRoute::Shutdown => node_info::shutdown(api),
     }
 }

@@ -1,5 +1,4 @@
-//! The node area: `/ping`, `/info`, `/info/options`, `/gossip`, `/stats[/…]` and
-//! `/admin/shutdown`.
+//! The node area: `/ping`, `/info`, `/info/options`, `/gossip` and `/stats[/…]`.
 
 use std::sync::Arc;
 
@@ -7,7 +6,7 @@ use http::Method;
 
 use super::super::reply::Reply;
 use super::super::request::Req;
-use super::super::router::{Level, Spec};
+use super::super::router::{Level, Route, Spec};
 use super::super::{media, node_info, stats, Api};
 
 /// A route of the node area.
@@ -23,24 +22,21 @@ pub enum NodeRoute {
     Gossip,
     /// `GET /stats[/path…]`.
     Stats(Vec<String>),
-    /// `POST /admin/shutdown`.
-    Shutdown,
 }
 
-/// The node area's routes of a path.
-pub fn routes(segs: &[&str]) -> Vec<(Method, NodeRoute)> {
-    match segs {
-        ["ping"] => vec![(Method::GET, NodeRoute::Ping)],
-        ["info"] => vec![(Method::GET, NodeRoute::Info)],
-        ["info", "options"] => vec![(Method::GET, NodeRoute::InfoOptions)],
-        ["gossip"] => vec![(Method::GET, NodeRoute::Gossip)],
-        ["stats", rest @ ..] => vec![(
-            Method::GET,
-            NodeRoute::Stats(rest.iter().filter(|s| !s.is_empty()).map(|s| (*s).to_owned()).collect()),
-        )],
-        ["admin", "shutdown"] => vec![(Method::POST, NodeRoute::Shutdown)],
-        _ => Vec::new(),
-    }
+/// Adds the node area's routes of a path to `out`.
+pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
+    let route = match segs {
+        ["ping"] => NodeRoute::Ping,
+        ["info"] => NodeRoute::Info,
+        ["info", "options"] => NodeRoute::InfoOptions,
+        ["gossip"] => NodeRoute::Gossip,
+        ["stats", rest @ ..] => {
+            NodeRoute::Stats(rest.iter().filter(|s| !s.is_empty()).map(|s| (*s).to_owned()).collect())
+        }
+        _ => return,
+    };
+    out.push((Method::GET, Route::Node(route)));
 }
 
 impl NodeRoute {
@@ -51,7 +47,6 @@ impl NodeRoute {
                 Spec::new(Level::None, &[], media::DEFAULT)
             }
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
-            NodeRoute::Shutdown => Spec::new(Level::Ops, &[], &[]),
         }
     }
 }
@@ -64,6 +59,5 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::InfoOptions => node_info::options(api, req),
         NodeRoute::Gossip => node_info::gossip(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
-        NodeRoute::Shutdown => node_info::shutdown(api),
     }
 }

@@ -10,7 +10,7 @@ use http::{Method, StatusCode};
 
 use super::super::reply::Reply;
 use super::super::request::Req;
-use super::super::router::{Dir, Level, Spec};
+use super::super::router::{Dir, Level, Route, Spec};
 use super::super::{media, metadata, streams, text, writes, Api};
 
 /// A route of the streams area, with its path parameters (raw text; handlers validate numbers).
@@ -65,13 +65,13 @@ fn dir_of(word: &str) -> Option<Dir> {
     }
 }
 
-/// The streams area's routes of a path.
-pub fn routes(segs: &[&str]) -> Vec<(Method, StreamRoute)> {
-    let mut out = Vec::new();
-    let ["streams", s, rest @ ..] = segs else { return out };
+/// Adds the streams area's routes of a path to `out`.
+pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
+    let ["streams", s, rest @ ..] = segs else { return };
     if s.is_empty() {
-        return out;
+        return;
     }
+    let mut out = Adder(out);
     let o = |x: &str| Some(x.to_owned());
     let meta = || format!("$${s}");
     if *s == "$all" {
@@ -141,7 +141,15 @@ pub fn routes(segs: &[&str]) -> Vec<(Method, StreamRoute)> {
         )),
         _ => {}
     }
-    out
+}
+
+/// Pushes streams-area routes as [`Route`]s.
+struct Adder<'a>(&'a mut Vec<(Method, Route)>);
+
+impl Adder<'_> {
+    fn push(&mut self, (m, r): (Method, StreamRoute)) {
+        self.0.push((m, Route::Streams(r)));
+    }
 }
 
 impl StreamRoute {

@@ -7,7 +7,7 @@ use http::Method;
 
 use super::super::reply::Reply;
 use super::super::request::Req;
-use super::super::router::{Level, Spec};
+use super::super::router::{Level, Route, Spec};
 use super::super::{media, users, Api};
 
 /// A route of the users area.
@@ -35,10 +35,10 @@ pub enum UserRoute {
     ChangePassword(String),
 }
 
-/// The users area's routes of a path.
-pub fn routes(segs: &[&str]) -> Vec<(Method, UserRoute)> {
+/// Adds the users area's routes of a path to `out`.
+pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
     let l = |x: &&str| (*x).to_owned();
-    let mut out = Vec::new();
+    let mut out = Adder(out);
     match segs {
         ["users"] | ["users", ""] => {
             out.push((Method::GET, UserRoute::List));
@@ -67,7 +67,15 @@ pub fn routes(segs: &[&str]) -> Vec<(Method, UserRoute)> {
         },
         _ => {}
     }
-    out
+}
+
+/// Pushes users-area routes as [`Route`]s.
+struct Adder<'a>(&'a mut Vec<(Method, Route)>);
+
+impl Adder<'_> {
+    fn push(&mut self, (m, r): (Method, UserRoute)) {
+        self.0.push((m, Route::Users(r)));
+    }
 }
 
 impl UserRoute {
