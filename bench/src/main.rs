@@ -8,7 +8,8 @@
 //!   index memory for many streams; it prints a table and peak RSS.
 //! - `annal-bench scavenge [--gib G] [--dir PATH]` measures a scavenge of a log of `G` GiB.
 //! - `annal-bench disk [--seconds N] [--dir PATH]` measures what one 1 KiB append plus `fdatasync`
-//!   costs on this disk, by how the file's space was prepared and whether the write ends a page.
+//!   costs on this disk, by how the file's space was prepared and whether the write ends a page,
+//!   and what two flushes cost issued concurrently from two threads against one after the other.
 //! - `annal-bench http [--url URL] [--seconds N] [--only ROWS]` drives a node over HTTP
 //!   (keep-alive connections, one task per connection): single-event appends at 1/16/64
 //!   connections, batches of 100, reads of 20-event feed pages. Without `--url` it starts a node
