@@ -51,17 +51,21 @@ pub enum Bug {
     /// Recovery takes the end of the log from `chaser.chk` (not synced per commit) instead of
     /// `writer.chk`, silently dropping acknowledged appends after a power loss.
     RecoverToChaser,
+    /// Online truncation zeroes the dropped tail but leaves `writer.chk` where it was, so a
+    /// crash before the next commit leaves a checkpoint that names zeroed bytes.
+    TruncateKeepsWriterChk,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 7] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
         Bug::IdempotentWithoutIds,
         Bug::PanicOnIndexFlushError,
         Bug::RecoverToChaser,
+        Bug::TruncateKeepsWriterChk,
     ];
 
     /// The switch's command-line name.
@@ -73,6 +77,7 @@ impl Bug {
             Bug::IdempotentWithoutIds => "idempotent-without-ids",
             Bug::PanicOnIndexFlushError => "panic-on-index-flush-error",
             Bug::RecoverToChaser => "recover-to-chaser",
+            Bug::TruncateKeepsWriterChk => "truncate-keeps-writer-chk",
         }
     }
 
