@@ -19,9 +19,6 @@ use super::chunk::{ChunkFooter, FOOTER_SIZE, HEADER_SIZE};
 use super::record;
 use super::{data_crc, Chunk, Log, LogError, PAGE_BYTES};
 
-/// Bytes zeroed per write when a truncation clears a chunk's tail.
-const TRUNCATE_ZERO_BYTES: usize = 1 << 20;
-
 /// The single writer of the log. Records are staged with [`LogWriter::append`] (a leader) or
 /// [`LogWriter::append_at`] (a follower) and made durable, all together, by [`LogWriter::flush`]
 /// or [`LogWriter::commit`] (group commit).
@@ -230,8 +227,7 @@ impl LogWriter {
         if len > size {
             return Err(LogError::RecordTooLarge { len, chunk_size: size });
         }
-        let framed = bytes::Bytes::copy_from_slice(frame);
-        match record::decode_shared(&framed, 0, pos, self.log.max_body) {
+        match record::decode(frame, pos, self.log.max_body) {
             Ok((_, n)) if n as u64 == len => {}
             Ok(_) => {
                 return Err(LogError::Misplaced {
@@ -335,17 +331,9 @@ impl LogWriter {
             self.chunk = target.clone();
             log.prepare_chunk(target.header.end + 1);
         }
-        let zeros = vec![0u8; TRUNCATE_ZERO_BYTES];
-        let mut at = pos - base;
         let end = (dirty_end - base).next_multiple_of(PAGE_BYTES).min(size);
-        while at < end {
-            let n = ((end - at) as usize).min(zeros.len());
-            target
-                .file
-                .write_all_at(&zeros[..n], HEADER_SIZE + at)
-                .map_err(LogError::io("zero truncated tail", &target.path))?;
-            at += n as u64;
-        }
+        crate::env::write_zeros(&*target.file, HEADER_SIZE + pos - base, HEADER_SIZE + end)
+            .map_err(LogError::io("zero truncated tail", &target.path))?;
         target.file.sync_data().map_err(LogError::io("sync", &target.path))?;
         self.crc = data_crc(&*target.file, &target.path, pos - base)?;
         self.pos = pos;
