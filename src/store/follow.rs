@@ -11,7 +11,10 @@
 //! batches in memory ([`Summaries`], bounded), so those cursors read no log at all while they
 //! keep up, and read the log like any cursor when they fall behind.
 //!
-//! Invariants: a cursor never yields a record past the committed position; records come in log
+//! Cursors go by the published position (the store's watermark, raised once a batch is in the
+//! index and caches), so what a cursor yields is readable.
+//!
+//! Invariants: a cursor never yields a record past the published position; records come in log
 //! order, each once; epoch records are yielded too (replication needs them; most consumers skip
 //! them). Stream names come in log order; a cursor that entered a batch partway may be told a
 //! name of that batch again.
@@ -28,12 +31,12 @@ pub const SUMMARY_NAMES_MAX: usize = 65_536;
 /// Records a names cursor reads from the log at once when it is behind the kept names.
 const NAMES_FROM_LOG_RECORDS: usize = 1024;
 
-/// The streams recently published batches wrote: `(start, end, names)` per batch that moved the
+/// The streams recently published batches wrote: `(end, names)` per batch that moved the
 /// committed position, in log order, complete from `from` on.
 #[derive(Debug)]
 pub(super) struct Summaries {
     from: u64,
-    batches: std::collections::VecDeque<(u64, u64, Vec<Arc<str>>)>,
+    batches: std::collections::VecDeque<(u64, Vec<Arc<str>>)>,
     names: usize,
 }
 
@@ -43,15 +46,15 @@ impl Summaries {
         Summaries { from, batches: Default::default(), names: 0 }
     }
 
-    /// Records a batch from `start` to `end` that wrote `names` (one per run of a stream).
-    pub(super) fn push(&mut self, start: u64, end: u64, names: Vec<Arc<str>>) {
+    /// Records a batch ending at `end` that wrote `names` (one per run of a stream).
+    pub(super) fn push(&mut self, end: u64, names: Vec<Arc<str>>) {
         if names.is_empty() {
             return;
         }
         self.names += names.len();
-        self.batches.push_back((start, end, names));
+        self.batches.push_back((end, names));
         while self.names > SUMMARY_NAMES_MAX {
-            let Some((_, end, gone)) = self.batches.pop_front() else { break };
+            let Some((end, gone)) = self.batches.pop_front() else { break };
             self.names -= gone.len();
             self.from = end;
         }
@@ -71,9 +74,9 @@ impl Store {
         Follow { store: self.clone(), pos: from }
     }
 
-    /// A cursor from the committed end: only records committed from now on.
+    /// A cursor from the published end: only records committed from now on.
     pub fn follow_new(self: &Arc<Self>) -> Follow {
-        Follow { store: self.clone(), pos: self.log.committed() }
+        Follow { store: self.clone(), pos: self.committed.get() }
     }
 }
 
@@ -83,17 +86,9 @@ impl Follow {
         self.pos
     }
 
-    /// Whether records past the cursor are committed now.
+    /// Whether records past the cursor are published now.
     pub fn has_more(&self) -> bool {
-        self.pos < self.store.log.committed()
-    }
-
-    /// Reads up to `max` committed records (and about [`FOLLOW_BATCH_BYTES`]) past the cursor,
-    /// without waiting: empty when there are none yet. Blocking: it reads the log.
-    pub fn read_now(&mut self, max: usize) -> Result<Vec<Record>, StorageError> {
-        let (records, next) = read_batch(&self.store, self.pos, max)?;
-        self.pos = next;
-        Ok(records)
+        self.pos < self.store.committed.get()
     }
 
     /// Waits until records past the cursor are committed, then reads up to `max` of them (and
@@ -123,12 +118,12 @@ impl Follow {
             return None;
         }
         // Batches are in log order: skip those the cursor has seen without a scan.
-        let first = sums.batches.partition_point(|(_, end, _)| *end <= self.pos);
+        let first = sums.batches.partition_point(|(end, _)| *end <= self.pos);
         let names = sums
             .batches
             .range(first..)
-            .take_while(|(_, end, _)| *end <= visible)
-            .flat_map(|(_, _, names)| names.iter().cloned())
+            .take_while(|(end, _)| *end <= visible)
+            .flat_map(|(_, names)| names.iter().cloned())
             .collect();
         self.pos = self.pos.max(visible);
         Some(names)
@@ -170,9 +165,10 @@ impl Follow {
     }
 }
 
-/// Up to `max` records from `from`, within the batch byte bound, and where the next starts.
+/// Up to `max` published records from `from`, within the batch byte bound, and where the next
+/// starts.
 fn read_batch(store: &Store, from: u64, max: usize) -> Result<(Vec<Record>, u64), StorageError> {
-    let mut scan = store.log.scan(from);
+    let mut scan = store.log.scan(from).until(store.committed.get());
     let mut out = Vec::new();
     while out.len() < max && scan.position() - from < FOLLOW_BATCH_BYTES {
         match scan.next() {

@@ -30,8 +30,9 @@ pub struct Committed {
     names: Vec<Arc<str>>,
     /// Stream states after the batch, as the writer that decided it knows them.
     states: BTreeMap<String, StreamState>,
-    /// Streams whose cached states are dropped (recomputed on the next read).
-    touched: Vec<Arc<str>>,
+    /// Whether the cached states of the batch's streams (and of the streams their metastreams
+    /// describe) are dropped, to be recomputed on the next read: the writer's states are unknown.
+    drop_states: bool,
     /// Event ids accepted by a local write: id, stream, event number.
     recent: Vec<([u8; 16], Arc<str>, i64)>,
 }
@@ -45,7 +46,7 @@ impl Committed {
             entries: staged.entries,
             names: staged.names,
             states: overlay,
-            touched: Vec::new(),
+            drop_states: false,
             recent: staged.recent,
         }
     }
@@ -55,7 +56,7 @@ impl Committed {
     /// the stream it describes) are dropped. Event ids are not remembered: idempotent retries
     /// with `-2`/`-4` recognise only writes this process accepted, as after a restart.
     pub fn from_records(index: &Index, records: &[EventRecord], end: u64) -> Committed {
-        let mut batch = Committed { end, ..Committed::default() };
+        let mut batch = Committed { end, drop_states: true, ..Committed::default() };
         for e in records {
             batch.entries.push(Entry {
                 hash: index.hash(&e.stream),
@@ -63,20 +64,10 @@ impl Committed {
                 position: e.log_position,
             });
             if batch.names.last().is_none_or(|n| **n != *e.stream) {
-                let name: Arc<str> = Arc::from(e.stream.as_str());
-                batch.touched.push(name.clone());
-                if let Some(target) = engine::meta_target(&e.stream) {
-                    batch.touched.push(Arc::from(target));
-                }
-                batch.names.push(name);
+                batch.names.push(Arc::from(e.stream.as_str()));
             }
         }
         batch
-    }
-
-    /// Log position after the batch.
-    pub fn end(&self) -> u64 {
-        self.end
     }
 }
 
@@ -91,14 +82,16 @@ impl Store {
         self.index.add(&batch.entries, &names, batch.end);
         drop(names);
         let end = self.log.committed();
-        if end > start {
-            lock(&self.summaries).push(start, end, batch.names);
-        }
         {
             let mut cache = lock(&self.streams);
             cache.0 += 1;
-            for name in &batch.touched {
-                cache.1.remove(&**name);
+            if batch.drop_states {
+                for name in &batch.names {
+                    cache.1.remove(&**name);
+                    if let Some(target) = engine::meta_target(name) {
+                        cache.1.remove(target);
+                    }
+                }
             }
             for (name, st) in batch.states {
                 cache.1.insert(name, st);
@@ -109,6 +102,9 @@ impl Store {
             for (id, stream, n) in batch.recent {
                 recent.insert(id, (stream, n));
             }
+        }
+        if end > start {
+            lock(&self.summaries).push(end, batch.names);
         }
         self.committed.raise(end);
         self.index.maybe_flush();
