@@ -74,7 +74,6 @@ impl Node {
         store.start_epoch([0; 16])?;
         let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
         auth.ensure_default_users()?;
-        auth.follow_users();
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);

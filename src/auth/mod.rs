@@ -10,7 +10,7 @@
 //! environment. Verifying one costs tens of milliseconds by design, so verified `Authorization`
 //! headers are cached briefly, keyed by a SHA-256 of the header (never the password itself); every
 //! user change clears the cache, so a disabled user or an old password is refused at once. The
-//! cache follows the committed records itself (a follow cursor of the store, [`Auth::catch_up`]
+//! cache follows the published records itself (a follow cursor of the store, [`Auth::catch_up`]
 //! before every lookup), so a change that arrives by any path — this API, a stream write,
 //! replication, a restore — counts, and one acknowledged before a request is seen by it.
 //!
@@ -41,11 +41,11 @@ pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
 /// Cached headers at most; the cache is emptied when full.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
 
-/// Whether an event of `stream` changes users or settings: `$user-<login>`, `$users`,
-/// `$users-password-notifications`, `$settings`, or their metastreams.
-fn changes_auth(stream: &str) -> bool {
-    let s = stream.strip_prefix("$$").unwrap_or(stream);
-    s.starts_with("$user") || s == "$settings"
+/// Whether an event of `stream` changes users: `$user-<login>`, `$users`,
+/// `$users-password-notifications`, or their metastreams. (`$settings` needs no watching: its
+/// cache is keyed by the stream's last event number, which every publish keeps current.)
+fn changes_users(stream: &str) -> bool {
+    stream.strip_prefix("$$").unwrap_or(stream).starts_with("$user")
 }
 
 /// The users' settings (a section of the node's configuration).
@@ -102,9 +102,8 @@ pub struct Auth {
     iterations: u32,
     creds: Mutex<CredCache>,
     settings: Mutex<Option<(i64, Arc<Settings>)>>,
-    /// The follow cursor of the user cache ([`Auth::follow_users`]); `None` until then (only
-    /// this type's own user changes clear the caches).
-    users: Mutex<Option<Follow>>,
+    /// The credential cache's follow cursor ([`Auth::catch_up`]).
+    users: Mutex<Follow>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -126,13 +125,14 @@ pub fn parse_basic(header: &str) -> Option<(String, String)> {
 impl Auth {
     /// A user store over `store`; new password hashes use `iterations`.
     pub fn new(env: Env, store: Arc<Store>, iterations: u32) -> Auth {
+        let users = store.follow_new();
         Auth {
             env,
             store,
             iterations: iterations.max(1),
             creds: Mutex::new(CredCache { generation: 0, entries: HashMap::new() }),
             settings: Mutex::new(None),
-            users: Mutex::new(None),
+            users: Mutex::new(users),
         }
     }
 
@@ -179,40 +179,30 @@ impl Auth {
         Ok(Principal { login: user.login, groups: user.groups })
     }
 
-    /// Forgets every cached verdict and the cached settings (after any change to users).
-    pub fn invalidate(&self) {
+    /// Forgets every cached verdict.
+    fn invalidate(&self) {
         let mut cache = lock(&self.creds);
         cache.generation += 1;
         cache.entries.clear();
-        drop(cache);
-        *lock(&self.settings) = None;
     }
 
-    /// From now on the caches follow committed records for changes to users and settings,
-    /// whoever wrote them (this API, a stream write to `$user-…`, replication, a restore): before
-    /// a cached verdict is used, the cache catches up on the streams written since
-    /// ([`Auth::catch_up`]).
-    pub fn follow_users(&self) {
-        *lock(&self.users) = Some(self.store.follow_new());
-    }
-
-    /// Catches the caches up on what has been committed: clears them if a user or settings
-    /// stream was written since the last catch-up. Reads nothing from the disk: a cursor that fell
-    /// behind the store's kept summaries skips to the end and clears the caches instead.
+    /// Catches the credential cache up on what has been published: clears it if a user stream
+    /// was written since the last catch-up, whoever wrote it (this API, a stream write to
+    /// `$user-…`, replication, a restore). Reads nothing from the disk: a cursor that fell behind
+    /// the store's kept summaries skips to the end and clears the cache instead.
     pub fn catch_up(&self) {
-        let mut users = lock(&self.users);
-        let Some(cursor) = users.as_mut() else { return };
+        let mut cursor = lock(&self.users);
         if !cursor.has_more() {
             return;
         }
         let changed = match cursor.streams_kept() {
-            Some(streams) => streams.iter().any(|s| changes_auth(s)),
+            Some(streams) => streams.iter().any(|s| changes_users(s)),
             None => {
                 cursor.skip_to_committed();
                 true
             }
         };
-        drop(users);
+        drop(cursor);
         if changed {
             self.invalidate();
         }

@@ -186,7 +186,6 @@ impl Auth {
         };
         let created = self.event("$UserCreated", Self::record_bytes(&rec), true);
         let r = self.store.append(&user_stream(login), NO_STREAM, vec![created]);
-        self.invalidate();
         match r {
             Ok(_) => {}
             // Someone created it at the same moment: decide as for an existing user.
@@ -211,7 +210,6 @@ impl Auth {
         change(&mut rec);
         let ev = self.event("$UserUpdated", Self::record_bytes(&rec), true);
         let r = self.store.append(&user_stream(login), ANY, vec![ev]);
-        self.invalidate();
         r?;
         Ok(rec)
     }
@@ -263,7 +261,6 @@ impl Auth {
             return Err(UserError::NotFound);
         }
         let r = self.store.delete(&user_stream(login), ANY, false);
-        self.invalidate();
         r?;
         Ok(())
     }
