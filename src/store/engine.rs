@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 use super::metadata::{self, StreamMetadata};
 use super::{NewEvent, StorageError, WriteError, SCAVENGE_POINTS};
+use crate::log::record;
 
 /// Expected version: any.
 pub const ANY: i64 = -2;
@@ -330,17 +331,50 @@ fn metadata_event<'a>(id: [u8; 16], data: Bytes) -> NewEventParts<'a> {
     (id, Cow::Borrowed("$metadata"), data, Bytes::new(), true)
 }
 
-/// Decides an append of `events` to `stream` with `expected` (the events are validated for size
-/// by the shell). Re-creating a soft-deleted stream first writes its metadata with `$tb` moved to
+/// The log's limits on events.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest event (data + metadata) accepted, in bytes.
+    pub max_event_bytes: usize,
+    /// Data bytes per chunk: a record must fit in one.
+    pub chunk_size: u64,
+}
+
+/// Refuses an append the log cannot take: a bad stream name, an event too large (for the limit
+/// or for a chunk), or too long an event type.
+fn validate_append(limits: &Limits, stream: &str, events: &[NewEvent]) -> Result<(), WriteError> {
+    validate_name(stream)?;
+    for e in events {
+        let size = e.data.len() + e.metadata.len();
+        if size > limits.max_event_bytes {
+            return Err(WriteError::EventTooLarge { size, max: limits.max_event_bytes });
+        }
+        if e.event_type.len() > EVENT_TYPE_BYTES_MAX {
+            return Err(WriteError::InvalidEvent("event type is longer than 1024 bytes".into()));
+        }
+        let len = record::event_frame_len(stream, &e.event_type, e.data.len(), e.metadata.len());
+        if len > limits.chunk_size {
+            return Err(WriteError::EventTooLarge {
+                size,
+                max: limits.max_event_bytes.min(limits.chunk_size as usize / 2),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Decides an append of `events` to `stream` with `expected`, after checking them against the
+/// log's `limits`. Re-creating a soft-deleted stream first writes its metadata with `$tb` moved to
 /// the first new event; metadata written for a soft-deleted stream keeps it undeleted past its
 /// last event.
 pub fn plan_append<'a>(
     facts: &mut dyn Facts,
+    limits: &Limits,
     stream: &'a str,
     expected: i64,
     events: &'a [NewEvent],
 ) -> Result<Plan<'a>, WriteError> {
-    validate_name(stream)?;
+    validate_append(limits, stream, events)?;
     let mut plan = Plan::default();
     let meta_of = meta_target(stream);
     let target_tombstoned = match meta_of {

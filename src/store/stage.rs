@@ -1,8 +1,8 @@
 //! Staging: turning a group's operations into encoded log records through the writer, with the
 //! stream states each leaves behind (the group's overlay), the index entries and the event ids
 //! to remember. Decisions come from [`engine`](super::engine) as plans; this module supplies the
-//! facts they need ([`engine::Facts`] over the overlay), validates sizes against the log, and
-//! encodes what the plans decide.
+//! facts they need ([`engine::Facts`] over the overlay) and the log's limits, and encodes what
+//! the plans decide.
 //!
 //! Invariant: nothing staged is visible or acknowledged until the group is durable and published.
 
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::engine::{self, StreamState};
-use super::{lock, NewEvent, StorageError, Store, WriteError, WriteOp, WriteResult};
+use super::{lock, StorageError, Store, WriteError, WriteOp, WriteResult};
 use crate::index::Entry;
 use crate::log::record::{self, flags, EventFrame};
 use crate::log::LogWriter;
@@ -77,8 +77,11 @@ impl Store {
         let mut facts = GroupFacts { store: self, overlay };
         let plan = match op {
             WriteOp::Append { stream, expected, events } => {
-                self.validate_events(stream, events)?;
-                engine::plan_append(&mut facts, stream, *expected, events)?
+                let limits = engine::Limits {
+                    max_event_bytes: self.cfg.max_event_bytes,
+                    chunk_size: self.log.chunk_size(),
+                };
+                engine::plan_append(&mut facts, &limits, stream, *expected, events)?
             }
             WriteOp::Delete { stream, expected, hard } => {
                 engine::plan_delete(&mut facts, stream, *expected, *hard)?
@@ -97,28 +100,6 @@ impl Store {
             },
             wrote,
         ))
-    }
-
-    /// Refuses events the log cannot take: too large, or with too long a type.
-    fn validate_events(&self, stream: &str, events: &[NewEvent]) -> Result<(), WriteError> {
-        engine::validate_name(stream)?;
-        for e in events {
-            let size = e.data.len() + e.metadata.len();
-            if size > self.cfg.max_event_bytes {
-                return Err(WriteError::EventTooLarge { size, max: self.cfg.max_event_bytes });
-            }
-            if e.event_type.len() > engine::EVENT_TYPE_BYTES_MAX {
-                return Err(WriteError::InvalidEvent("event type is longer than 1024 bytes".into()));
-            }
-            let len = record::event_frame_len(stream, &e.event_type, e.data.len(), e.metadata.len());
-            if len > self.log.chunk_size() {
-                return Err(WriteError::EventTooLarge {
-                    size,
-                    max: self.cfg.max_event_bytes.min(self.log.chunk_size() as usize / 2),
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Encodes a plan's events through the writer (completing the chunk after them when the plan
