@@ -7,3 +7,25 @@ pub mod admin;
 pub mod node;
 pub mod streams;
 pub mod users;
+
+use http::Method;
+
+use super::router::Route;
+
+/// Pushes an area's routes into the router's list, each wrapped in the area's [`Route`] variant.
+pub(super) struct Adder<'a, R> {
+    out: &'a mut Vec<(Method, Route)>,
+    wrap: fn(R) -> Route,
+}
+
+impl<'a, R> Adder<'a, R> {
+    /// Routes go to `out` as `wrap(route)`.
+    pub(super) fn new(out: &'a mut Vec<(Method, Route)>, wrap: fn(R) -> Route) -> Self {
+        Adder { out, wrap }
+    }
+
+    /// Adds one route.
+    pub(super) fn push(&mut self, (method, route): (Method, R)) {
+        self.out.push((method, (self.wrap)(route)));
+    }
+}

@@ -12,6 +12,7 @@ use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Dir, Level, Route, Spec};
 use super::super::{media, metadata, streams, text, writes, Api};
+use super::Adder;
 
 /// A route of the streams area, with its path parameters (raw text; handlers validate numbers).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +72,7 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
     if s.is_empty() {
         return;
     }
-    let mut out = Adder(out);
+    let mut out = Adder::new(out, Route::Streams);
     let o = |x: &str| Some(x.to_owned());
     let meta = || format!("$${s}");
     if *s == "$all" {
@@ -140,15 +141,6 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
             },
         )),
         _ => {}
-    }
-}
-
-/// Pushes streams-area routes as [`Route`]s.
-struct Adder<'a>(&'a mut Vec<(Method, Route)>);
-
-impl Adder<'_> {
-    fn push(&mut self, (m, r): (Method, StreamRoute)) {
-        self.0.push((m, Route::Streams(r)));
     }
 }
 

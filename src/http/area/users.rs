@@ -9,6 +9,7 @@ use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
 use super::super::{media, users, Api};
+use super::Adder;
 
 /// A route of the users area.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub enum UserRoute {
 /// Adds the users area's routes of a path to `out`.
 pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
     let l = |x: &&str| (*x).to_owned();
-    let mut out = Adder(out);
+    let mut out = Adder::new(out, Route::Users);
     match segs {
         ["users"] | ["users", ""] => {
             out.push((Method::GET, UserRoute::List));
@@ -66,15 +67,6 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
             _ => {}
         },
         _ => {}
-    }
-}
-
-/// Pushes users-area routes as [`Route`]s.
-struct Adder<'a>(&'a mut Vec<(Method, Route)>);
-
-impl Adder<'_> {
-    fn push(&mut self, (m, r): (Method, UserRoute)) {
-        self.0.push((m, Route::Users(r)));
     }
 }
 
