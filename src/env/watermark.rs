@@ -4,8 +4,8 @@
 //! channel would do the same job, but it spreads its waiting receivers over several `Notify`s
 //! picked by a thread-local random number, so the order in which it wakes them — and so the
 //! order in which their tasks run — changes from run to run. A deterministic simulation cannot
-//! have that: every position many tasks wait on (the committed position, the user watcher's
-//! progress) is a `Watermark`.
+//! have that: a position many tasks wait on (the store's published position, which every follow
+//! cursor and long poll waits on) is a `Watermark`.
 //!
 //! Invariant: the value never decreases; every raise that moves it wakes every waiter.
 
