@@ -6,8 +6,9 @@
 //! environment variable (`ANNAL_` + SCREAMING_SNAKE_CASE). Unknown or malformed options are errors.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The value type of an option.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,10 +17,14 @@ pub enum Kind {
     Bool,
     /// A non-negative integer.
     Int,
+    /// An integer that may be negative.
+    SignedInt,
     /// Free text or a path.
     Text,
     /// An IP address.
     Ip,
+    /// A comma-separated list of `ip:port` endpoints (in YAML also a sequence); may be empty.
+    Endpoints,
     /// One of a fixed set (case-insensitive).
     Enum(&'static [&'static str]),
 }
@@ -31,6 +36,10 @@ pub struct OptionSpec {
     pub name: &'static str,
     /// Command-line flag without the dashes.
     pub flag: &'static str,
+    /// Other names accepted for the option (PascalCase, as EventStoreDB's other versions name
+    /// it); each gets a flag, an environment variable and a YAML key derived like the main name's
+    /// (see [`flag_of`]).
+    pub aliases: &'static [&'static str],
     /// Group shown in `--help` and `/info/options`.
     pub group: &'static str,
     /// Value type.
@@ -50,6 +59,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Help",
         flag: "help",
+        aliases: &[],
         group: "Application",
         kind: Kind::Bool,
         default: "false",
@@ -58,6 +68,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Version",
         flag: "version",
+        aliases: &[],
         group: "Application",
         kind: Kind::Bool,
         default: "false",
@@ -66,6 +77,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Config",
         flag: "config",
+        aliases: &[],
         group: "Application",
         kind: Kind::Text,
         default: "",
@@ -74,6 +86,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "LogLevel",
         flag: "log-level",
+        aliases: &[],
         group: "Application",
         kind: Kind::Enum(&["Error", "Warn", "Info", "Debug", "Trace"]),
         default: "Info",
@@ -82,6 +95,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Db",
         flag: "db",
+        aliases: &[],
         group: "Database",
         kind: Kind::Text,
         default: "./data",
@@ -90,6 +104,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Index",
         flag: "index",
+        aliases: &[],
         group: "Database",
         kind: Kind::Text,
         default: "",
@@ -98,6 +113,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "MemDb",
         flag: "mem-db",
+        aliases: &[],
         group: "Database",
         kind: Kind::Bool,
         default: "false",
@@ -106,6 +122,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ChunkSize",
         flag: "chunk-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "268435456",
@@ -114,6 +131,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "MaxEventSize",
         flag: "max-event-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "16777216",
@@ -122,6 +140,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "MaxAppendSize",
         flag: "max-append-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "33554432",
@@ -130,6 +149,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "MemTableSize",
         flag: "mem-table-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "1000000",
@@ -138,6 +158,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "WorkerThreads",
         flag: "worker-threads",
+        aliases: &[],
         group: "Application",
         kind: Kind::Int,
         default: "0",
@@ -146,6 +167,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "MaxIndexTables",
         flag: "max-index-tables",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "4",
@@ -154,6 +176,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "StreamExistenceFilterSize",
         flag: "stream-existence-filter-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "16777216",
@@ -162,6 +185,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "StreamInfoCacheCapacity",
         flag: "stream-info-cache-capacity",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "100000",
@@ -170,6 +194,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "DisableScavengeMerging",
         flag: "disable-scavenge-merging",
+        aliases: &[],
         group: "Database",
         kind: Kind::Bool,
         default: "false",
@@ -178,6 +203,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ScavengeHistoryMaxAge",
         flag: "scavenge-history-max-age",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "30",
@@ -186,6 +212,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "AlwaysKeepScavenged",
         flag: "always-keep-scavenged",
+        aliases: &[],
         group: "Database",
         kind: Kind::Bool,
         default: "false",
@@ -194,6 +221,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ScavengeBackendPageSize",
         flag: "scavenge-backend-page-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "16",
@@ -202,6 +230,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ScavengeBackendCacheSize",
         flag: "scavenge-backend-cache-size",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "67108864",
@@ -210,6 +239,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ScavengeHashUsersCacheCapacity",
         flag: "scavenge-hash-users-cache-capacity",
+        aliases: &[],
         group: "Database",
         kind: Kind::Int,
         default: "100000",
@@ -218,6 +248,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "HttpIp",
         flag: "http-ip",
+        aliases: &[],
         group: "Interface",
         kind: Kind::Ip,
         default: "127.0.0.1",
@@ -226,6 +257,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "HttpPort",
         flag: "http-port",
+        aliases: &[],
         group: "Interface",
         kind: Kind::Int,
         default: "2113",
@@ -234,6 +266,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "Insecure",
         flag: "insecure",
+        aliases: &[],
         group: "Interface",
         kind: Kind::Bool,
         default: "false",
@@ -242,6 +275,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "EnableUnixSocket",
         flag: "enable-unix-socket",
+        aliases: &[],
         group: "Interface",
         kind: Kind::Bool,
         default: "false",
@@ -250,14 +284,178 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "GossipOnSingleNode",
         flag: "gossip-on-single-node",
+        aliases: &[],
         group: "Cluster",
         kind: Kind::Bool,
         default: "true",
         help: "Answer /gossip on a single node.",
     },
     OptionSpec {
+        name: "ClusterSize",
+        flag: "cluster-size",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "1",
+        help: "Nodes in the cluster (at least 1); a write needs a quorum of ClusterSize/2+1 of them.",
+    },
+    OptionSpec {
+        name: "NodePriority",
+        flag: "node-priority",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::SignedInt,
+        default: "0",
+        help: "Preference for this node in leader elections: the highest priority wins among equally up-to-date nodes (may be negative).",
+    },
+    OptionSpec {
+        name: "GossipSeed",
+        flag: "gossip-seed",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Endpoints,
+        default: "",
+        help: "The other nodes' replication endpoints, as ip:port separated by commas; needed when ClusterSize is above 1.",
+    },
+    OptionSpec {
+        name: "ReplicationIp",
+        flag: "replication-ip",
+        aliases: &["IntIp"],
+        group: "Cluster",
+        kind: Kind::Ip,
+        default: "127.0.0.1",
+        help: "Address this node listens on for replication and gossip from the other nodes.",
+    },
+    OptionSpec {
+        name: "ReplicationPort",
+        flag: "replication-port",
+        aliases: &["IntTcpPort"],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "1112",
+        help: "Port this node listens on for replication and gossip from the other nodes.",
+    },
+    OptionSpec {
+        name: "ReadOnlyReplica",
+        flag: "read-only-replica",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Bool,
+        default: "false",
+        help: "Follow the cluster without voting in elections or counting towards the quorum (needs ClusterSize above 1).",
+    },
+    OptionSpec {
+        name: "CommitTimeoutMs",
+        flag: "commit-timeout-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "2000",
+        help: "Milliseconds a write waits for a quorum to acknowledge it before it fails.",
+    },
+    OptionSpec {
+        name: "PrepareTimeoutMs",
+        flag: "prepare-timeout-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "2000",
+        help: "Milliseconds a write waits to be prepared on a quorum before it fails.",
+    },
+    OptionSpec {
+        name: "GossipIntervalMs",
+        flag: "gossip-interval-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "1000",
+        help: "Milliseconds between gossip rounds.",
+    },
+    OptionSpec {
+        name: "GossipTimeoutMs",
+        flag: "gossip-timeout-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "500",
+        help: "Milliseconds before a gossip request to another node is given up.",
+    },
+    OptionSpec {
+        name: "GossipAllowedDifferenceMs",
+        flag: "gossip-allowed-difference-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "60000",
+        help: "Largest clock difference, in milliseconds, allowed between nodes before gossip from another node is rejected.",
+    },
+    OptionSpec {
+        name: "LeaderElectionTimeoutMs",
+        flag: "leader-election-timeout-ms",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "1000",
+        help: "Milliseconds an election round waits before starting over (at least 100).",
+    },
+    OptionSpec {
+        name: "ReplicationHeartbeatInterval",
+        flag: "replication-heartbeat-interval",
+        aliases: &["IntTcpHeartbeatInterval"],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "700",
+        help: "Milliseconds between heartbeats on a quiet replication connection.",
+    },
+    OptionSpec {
+        name: "ReplicationHeartbeatTimeout",
+        flag: "replication-heartbeat-timeout",
+        aliases: &["IntTcpHeartbeatTimeout"],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "700",
+        help: "Milliseconds without a heartbeat reply before a replication connection is closed.",
+    },
+    OptionSpec {
+        name: "DeadMemberRemovalPeriodSec",
+        flag: "dead-member-removal-period-sec",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Int,
+        default: "1800",
+        help: "Seconds a dead member stays in gossip before it is forgotten.",
+    },
+    OptionSpec {
+        name: "UnsafeAllowSurplusNodes",
+        flag: "unsafe-allow-surplus-nodes",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Bool,
+        default: "false",
+        help: "Let nodes beyond ClusterSize join the cluster as clones (unsafe: a clone that is promoted may lose acknowledged writes).",
+    },
+    OptionSpec {
+        name: "MaxTruncation",
+        flag: "max-truncation",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::SignedInt,
+        default: "268435456",
+        help: "Most bytes of its log a node may truncate to rejoin the cluster before it refuses to start; -1: no limit.",
+    },
+    OptionSpec {
+        name: "DiscoverViaDns",
+        flag: "discover-via-dns",
+        aliases: &[],
+        group: "Cluster",
+        kind: Kind::Bool,
+        default: "false",
+        help: "Find the other nodes through DNS: not supported, list them in GossipSeed instead.",
+    },
+    OptionSpec {
         name: "CertificateReservedNodeCommonName",
         flag: "certificate-reserved-node-common-name",
+        aliases: &[],
         group: "Certificate",
         kind: Kind::Text,
         default: "",
@@ -266,6 +464,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "RunProjections",
         flag: "run-projections",
+        aliases: &[],
         group: "Projections",
         kind: Kind::Enum(PROJECTIONS),
         default: "None",
@@ -326,6 +525,71 @@ pub enum RunProjections {
     All,
 }
 
+/// The cluster section of the configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterConfig {
+    /// `ClusterSize`: the voting nodes, at least 1.
+    pub cluster_size: usize,
+    /// `NodePriority`: preference in leader elections (higher wins among equals).
+    pub node_priority: i64,
+    /// `GossipSeed`: the other nodes' replication endpoints, without repeats and without entries
+    /// naming this node itself (see [`ClusterConfig::names_this_node`]).
+    pub gossip_seeds: Vec<SocketAddr>,
+    /// `ReplicationIp`:`ReplicationPort` (aliases `IntIp`, `IntTcpPort`).
+    pub replication_addr: SocketAddr,
+    /// `ReadOnlyReplica`: follows the cluster without voting.
+    pub read_only_replica: bool,
+    /// `CommitTimeoutMs`.
+    pub commit_timeout: Duration,
+    /// `PrepareTimeoutMs`.
+    pub prepare_timeout: Duration,
+    /// `GossipIntervalMs`.
+    pub gossip_interval: Duration,
+    /// `GossipTimeoutMs`.
+    pub gossip_timeout: Duration,
+    /// `GossipAllowedDifferenceMs`.
+    pub gossip_allowed_difference: Duration,
+    /// `LeaderElectionTimeoutMs` (at least 100 ms).
+    pub election_timeout: Duration,
+    /// `ReplicationHeartbeatInterval` (alias `IntTcpHeartbeatInterval`).
+    pub heartbeat_interval: Duration,
+    /// `ReplicationHeartbeatTimeout` (alias `IntTcpHeartbeatTimeout`).
+    pub heartbeat_timeout: Duration,
+    /// `DeadMemberRemovalPeriodSec`.
+    pub dead_member_removal: Duration,
+    /// `UnsafeAllowSurplusNodes`.
+    pub allow_surplus_nodes: bool,
+    /// `MaxTruncation` in bytes.
+    /// None = unlimited.
+    pub max_truncation: Option<u64>,
+}
+
+/// The least `LeaderElectionTimeoutMs` accepted: shorter rounds would start over before a
+/// healthy cluster's votes arrive.
+pub const MIN_ELECTION_TIMEOUT_MS: u64 = 100;
+
+impl ClusterConfig {
+    /// Nodes whose acknowledgement makes a write durable: `cluster_size / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.cluster_size / 2 + 1
+    }
+
+    /// Whether this node is part of a cluster: more than one node, or a read-only replica.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster_size > 1 || self.read_only_replica
+    }
+
+    /// Whether `seed` is this node's own replication endpoint: the same address, or, when this
+    /// node listens on every address, its port on a loopback or unspecified address.
+    pub fn names_this_node(&self, seed: SocketAddr) -> bool {
+        let own = self.replication_addr;
+        seed == own
+            || (own.ip().is_unspecified()
+                && seed.port() == own.port()
+                && (seed.ip().is_loopback() || seed.ip().is_unspecified()))
+    }
+}
+
 /// The typed configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -375,19 +639,90 @@ pub struct Config {
     /// `--scavenge-backend-page-size`, `--scavenge-hash-users-cache-capacity`); the node fills
     /// in its endpoint.
     pub scavenge: crate::scavenge::ScavengeConfig,
+    /// The cluster section (`ClusterSize`, `GossipSeed`, `ReplicationIp`, …).
+    pub cluster: ClusterConfig,
 }
 
 fn spec_by_flag(flag: &str) -> Option<&'static OptionSpec> {
-    OPTIONS.iter().find(|o| o.flag == flag)
+    OPTIONS.iter().find(|o| o.flag == flag || o.aliases.iter().any(|a| flag_of(a) == flag))
 }
 
 fn spec_by_name(name: &str) -> Option<&'static OptionSpec> {
-    OPTIONS.iter().find(|o| o.name.eq_ignore_ascii_case(name))
+    OPTIONS
+        .iter()
+        .find(|o| o.name.eq_ignore_ascii_case(name) || o.aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
+}
+
+/// The command-line flag (without dashes) of a PascalCase option name: `IntTcpPort` gives
+/// `int-tcp-port`. Aliases get their flags this way.
+pub fn flag_of(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn env_of_flag(flag: &str) -> String {
+    format!("ANNAL_{}", flag.replace('-', "_").to_ascii_uppercase())
 }
 
 /// The environment variable of an option.
 pub fn env_var(spec: &OptionSpec) -> String {
-    format!("ANNAL_{}", spec.flag.replace('-', "_").to_ascii_uppercase())
+    env_of_flag(spec.flag)
+}
+
+impl OptionSpec {
+    /// The flags of the aliases, without dashes.
+    pub fn alias_flags(&self) -> Vec<String> {
+        self.aliases.iter().map(|a| flag_of(a)).collect()
+    }
+
+    /// The environment variables of the aliases.
+    pub fn alias_env_vars(&self) -> Vec<String> {
+        self.aliases.iter().map(|a| env_of_flag(&flag_of(a))).collect()
+    }
+
+    /// A sentence naming the aliases in their three forms, for `--help` and `/info/options`
+    /// (`None` without aliases).
+    pub fn alias_note(&self) -> Option<String> {
+        if self.aliases.is_empty() {
+            return None;
+        }
+        let forms: Vec<String> = self
+            .aliases
+            .iter()
+            .map(|a| format!("{a} (--{}, {})", flag_of(a), env_of_flag(&flag_of(a))))
+            .collect();
+        Some(format!("Also accepted as {}.", forms.join(", ")))
+    }
+}
+
+/// Parses a `GossipSeed` list: `ip:port` entries separated by commas, blanks around them ignored.
+fn parse_endpoints(value: &str) -> Result<Vec<SocketAddr>, String> {
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|entry| {
+            let entry = entry.trim();
+            let addr: SocketAddr = entry.parse().map_err(|_| {
+                format!(
+                    "entry {entry:?} is not an ip:port endpoint (such as 10.0.0.2:1112 or [fd00::2]:1112)"
+                )
+            })?;
+            if addr.ip().is_unspecified() || addr.port() == 0 {
+                return Err(format!(
+                    "entry {entry:?} is not a reachable endpoint (it needs a real address and port)"
+                ));
+            }
+            Ok(addr)
+        })
+        .collect()
 }
 
 fn check(spec: &OptionSpec, value: &str) -> Result<String, ConfigError> {
@@ -407,6 +742,12 @@ fn check(spec: &OptionSpec, value: &str) -> Result<String, ConfigError> {
             .parse::<u64>()
             .map(|v| v.to_string())
             .map_err(|_| bad("expected a non-negative integer")),
+        Kind::SignedInt => {
+            value.trim().parse::<i64>().map(|v| v.to_string()).map_err(|_| bad("expected an integer"))
+        }
+        Kind::Endpoints => parse_endpoints(value)
+            .map(|v| v.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
+            .map_err(|reason| bad(&reason)),
         Kind::Ip => {
             value.trim().parse::<IpAddr>().map(|v| v.to_string()).map_err(|_| bad("expected an IP address"))
         }
@@ -417,6 +758,127 @@ fn check(spec: &OptionSpec, value: &str) -> Result<String, ConfigError> {
             .ok_or_else(|| bad(&format!("expected one of {}", vals.join(", ")))),
         Kind::Text => Ok(value.to_string()),
     }
+}
+
+/// The names an option was given by within one source (the YAML file or the environment): naming
+/// one option twice there, say by its name and an alias, leaves no order to settle it, so it is
+/// refused. (On the command line the last flag wins, as usual.)
+#[derive(Default)]
+struct Named(BTreeMap<&'static str, String>);
+
+impl Named {
+    fn note(&mut self, spec: &'static OptionSpec, key: &str, place: &str) -> Result<(), ConfigError> {
+        match self.0.insert(spec.name, key.to_string()) {
+            Some(before) => Err(ConfigError::Conflict(format!(
+                "{} is given twice {place}, as {before} and as {key}: keep one",
+                spec.name
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The cluster section from checked raw values; `http_ip`/`http_port` are the HTTP listener's, to
+/// refuse a replication listener on the same port.
+fn cluster_from_values(
+    values: &BTreeMap<&'static str, (String, Source)>,
+    http_ip: IpAddr,
+    http_port: u16,
+) -> Result<ClusterConfig, ConfigError> {
+    let get = |n: &str| values.get(n).map(|(v, _)| v.clone()).unwrap_or_default();
+    let flag = |n: &str| get(n) == "true";
+    let int = |n: &str| get(n).parse::<u64>().unwrap_or(0);
+    let invalid = |n: &str, reason: &str| ConfigError::Invalid {
+        option: n.into(),
+        value: get(n),
+        reason: reason.into(),
+    };
+    let millis = |n: &str| match int(n) {
+        0 => Err(invalid(n, "must be at least 1 millisecond")),
+        ms => Ok(Duration::from_millis(ms)),
+    };
+    let cluster_size =
+        usize::try_from(int("ClusterSize")).map_err(|_| invalid("ClusterSize", "too large"))?;
+    if cluster_size == 0 {
+        return Err(ConfigError::Conflict(
+            "ClusterSize 0: a cluster has at least 1 node (1 for a single node)".into(),
+        ));
+    }
+    let read_only_replica = flag("ReadOnlyReplica");
+    if read_only_replica && cluster_size == 1 {
+        return Err(ConfigError::Conflict(
+            "ReadOnlyReplica needs a cluster to follow: set ClusterSize to the number of voting nodes (above 1) and GossipSeed to their replication endpoints".into(),
+        ));
+    }
+    if flag("DiscoverViaDns") {
+        return Err(ConfigError::Conflict(
+            "DiscoverViaDns: discovering the cluster through DNS is not supported; list the other nodes' replication endpoints in GossipSeed instead".into(),
+        ));
+    }
+    let replication_port = u16::try_from(int("ReplicationPort"))
+        .map_err(|_| invalid("ReplicationPort", "must be at most 65535"))?;
+    let replication_ip: IpAddr =
+        get("ReplicationIp").parse().map_err(|_| invalid("ReplicationIp", "expected an IP address"))?;
+    if replication_port != 0
+        && replication_port == http_port
+        && (replication_ip == http_ip || replication_ip.is_unspecified() || http_ip.is_unspecified())
+    {
+        return Err(ConfigError::Conflict(format!(
+            "ReplicationPort {replication_port} on {replication_ip} is also the HttpPort on {http_ip}: the replication and HTTP listeners need different ports"
+        )));
+    }
+    let election_ms = int("LeaderElectionTimeoutMs");
+    if election_ms < MIN_ELECTION_TIMEOUT_MS {
+        return Err(invalid(
+            "LeaderElectionTimeoutMs",
+            &format!("must be at least {MIN_ELECTION_TIMEOUT_MS} milliseconds"),
+        ));
+    }
+    let max_truncation = match get("MaxTruncation").parse::<i64>().unwrap_or(0) {
+        -1 => None,
+        v => Some(
+            u64::try_from(v)
+                .map_err(|_| invalid("MaxTruncation", "expected -1 (no limit) or a number of bytes"))?,
+        ),
+    };
+    let mut cluster = ClusterConfig {
+        cluster_size,
+        node_priority: get("NodePriority").parse().unwrap_or(0),
+        gossip_seeds: Vec::new(),
+        replication_addr: SocketAddr::new(replication_ip, replication_port),
+        read_only_replica,
+        commit_timeout: millis("CommitTimeoutMs")?,
+        prepare_timeout: millis("PrepareTimeoutMs")?,
+        gossip_interval: millis("GossipIntervalMs")?,
+        gossip_timeout: millis("GossipTimeoutMs")?,
+        gossip_allowed_difference: Duration::from_millis(int("GossipAllowedDifferenceMs")),
+        election_timeout: Duration::from_millis(election_ms),
+        heartbeat_interval: millis("ReplicationHeartbeatInterval")?,
+        heartbeat_timeout: millis("ReplicationHeartbeatTimeout")?,
+        dead_member_removal: Duration::from_secs(int("DeadMemberRemovalPeriodSec")),
+        allow_surplus_nodes: flag("UnsafeAllowSurplusNodes"),
+        max_truncation,
+    };
+    let seeds = parse_endpoints(&get("GossipSeed")).map_err(|reason| invalid("GossipSeed", &reason))?;
+    let named = !seeds.is_empty();
+    for seed in seeds {
+        if !cluster.names_this_node(seed) && !cluster.gossip_seeds.contains(&seed) {
+            cluster.gossip_seeds.push(seed);
+        }
+    }
+    if cluster.is_cluster() && cluster.gossip_seeds.is_empty() {
+        return Err(ConfigError::Conflict(if named {
+            format!(
+                "GossipSeed names only this node's own replication endpoint {}: list the other nodes' replication endpoints (ip:port, comma-separated)",
+                cluster.replication_addr
+            )
+        } else {
+            format!(
+                "ClusterSize is {cluster_size} but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated)"
+            )
+        }));
+    }
+    Ok(cluster)
 }
 
 impl Config {
@@ -487,6 +949,7 @@ impl Config {
                     })
                 }
             };
+            let mut seen = Named::default();
             for (k, v) in map {
                 let key = k.as_str().ok_or_else(|| ConfigError::File {
                     path: path.clone(),
@@ -494,10 +957,23 @@ impl Config {
                 })?;
                 let spec =
                     spec_by_name(key).ok_or_else(|| ConfigError::Unknown(format!("{key} (in {path})")))?;
+                seen.note(spec, key, &format!("in {path}"))?;
                 let text = match v {
                     serde_yaml::Value::String(s) => s,
                     serde_yaml::Value::Bool(b) => b.to_string(),
                     serde_yaml::Value::Number(n) => n.to_string(),
+                    serde_yaml::Value::Sequence(items) if spec.kind == Kind::Endpoints => items
+                        .iter()
+                        .map(|item| match item {
+                            serde_yaml::Value::String(s) => Ok(s.clone()),
+                            other => Err(ConfigError::Invalid {
+                                option: spec.name.into(),
+                                value: format!("{other:?}"),
+                                reason: "expected ip:port text".into(),
+                            }),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?
+                        .join(","),
                     other => {
                         return Err(ConfigError::Invalid {
                             option: spec.name.into(),
@@ -509,10 +985,12 @@ impl Config {
                 values.insert(spec.name, (check(spec, &text)?, Source::File));
             }
         }
+        let mut seen = Named::default();
         for (k, v) in env {
             if let Some(rest) = k.strip_prefix("ANNAL_") {
                 let flag = rest.to_ascii_lowercase().replace('_', "-");
                 let spec = spec_by_flag(&flag).ok_or_else(|| ConfigError::Unknown(k.clone()))?;
+                seen.note(spec, k, "in the environment")?;
                 values.insert(spec.name, (check(spec, v)?, Source::Environment));
             }
         }
@@ -572,7 +1050,9 @@ impl Config {
                 reason: "must be positive".into(),
             });
         }
+        let cluster = cluster_from_values(&values, http_ip, http_port)?;
         Ok(Config {
+            cluster,
             db,
             index,
             mem_db: flag("MemDb"),
@@ -602,6 +1082,31 @@ impl Config {
             },
             values,
         })
+    }
+
+    /// Things allowed but probably not meant, one sentence each, for the node to log at start.
+    pub fn warnings(&self) -> Vec<String> {
+        let c = &self.cluster;
+        let mut out = Vec::new();
+        if c.cluster_size > 1 && c.cluster_size % 2 == 0 {
+            out.push(format!(
+                "ClusterSize {} is even: its quorum is {} nodes, so it survives no more failed nodes ({}) than a cluster of {}; an odd size is better",
+                c.cluster_size,
+                c.quorum(),
+                c.cluster_size - c.quorum(),
+                c.cluster_size - 1
+            ));
+        }
+        if !c.is_cluster() && self.values.get("GossipSeed").is_some_and(|(v, _)| !v.is_empty()) {
+            out.push("GossipSeed is set but ClusterSize is 1: the seeds are not used".into());
+        }
+        if c.allow_surplus_nodes {
+            out.push(
+                "UnsafeAllowSurplusNodes is on: nodes beyond ClusterSize join as clones, and a clone that is promoted may lose acknowledged writes"
+                    .into(),
+            );
+        }
+        out
     }
 
     /// Defaults for tests and embedding: data under `db`, an ephemeral loopback port.
@@ -662,8 +1167,9 @@ impl Config {
             let value = match o.kind {
                 Kind::Bool => String::new(),
                 Kind::Enum(v) => format!(" <{}>", v.join("|")),
-                Kind::Int => " <N>".into(),
+                Kind::Int | Kind::SignedInt => " <N>".into(),
                 Kind::Ip => " <IP>".into(),
+                Kind::Endpoints => " <IP:PORT,...>".into(),
                 Kind::Text => " <TEXT>".into(),
             };
             out.push_str(&format!(
@@ -677,6 +1183,9 @@ impl Config {
                 out.push_str(&format!("; default {}", o.default));
             }
             out.push_str("]\n");
+            if let Some(note) = o.alias_note() {
+                out.push_str(&format!("      {note}\n"));
+            }
         }
         out
     }
@@ -743,5 +1252,413 @@ mod tests {
         ));
         assert!(matches!(Config::parse(&args(&["--config", "a"]), &[], none), Err(ConfigError::File { .. })));
         assert!(Config::help_text().contains("--disable-scavenge-merging"));
+    }
+
+    fn no_file(_: &str) -> Result<String, String> {
+        Err("no file".into())
+    }
+
+    fn parse_cli(a: &[&str]) -> Result<Config, ConfigError> {
+        Config::parse(&args(a), &[], no_file)
+    }
+
+    fn conflict(a: &[&str]) -> String {
+        match parse_cli(a) {
+            Err(ConfigError::Conflict(m)) => m,
+            other => panic!("{a:?}: expected a conflict, got {other:?}"),
+        }
+    }
+
+    fn invalid(a: &[&str]) -> String {
+        match parse_cli(a) {
+            Err(e @ ConfigError::Invalid { .. }) => e.to_string(),
+            other => panic!("{a:?}: expected an invalid value, got {other:?}"),
+        }
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// A value other than the default for every cluster option (normalised as stored), valid in
+    /// a three-node cluster.
+    const CLUSTER_SAMPLES: &[(&str, &str)] = &[
+        ("ClusterSize", "5"),
+        ("NodePriority", "-3"),
+        ("GossipSeed", "10.0.0.3:1113,10.0.0.4:1114"),
+        ("ReplicationIp", "10.0.0.1"),
+        ("ReplicationPort", "3112"),
+        ("ReadOnlyReplica", "true"),
+        ("CommitTimeoutMs", "2500"),
+        ("PrepareTimeoutMs", "2600"),
+        ("GossipIntervalMs", "2000"),
+        ("GossipTimeoutMs", "2700"),
+        ("GossipAllowedDifferenceMs", "1000"),
+        ("LeaderElectionTimeoutMs", "1500"),
+        ("ReplicationHeartbeatInterval", "800"),
+        ("ReplicationHeartbeatTimeout", "900"),
+        ("DeadMemberRemovalPeriodSec", "60"),
+        ("UnsafeAllowSurplusNodes", "true"),
+        ("MaxTruncation", "-1"),
+    ];
+
+    #[test]
+    fn cluster_defaults() {
+        let c = Config::for_dir("/tmp/x");
+        let expected = ClusterConfig {
+            cluster_size: 1,
+            node_priority: 0,
+            gossip_seeds: vec![],
+            replication_addr: addr("127.0.0.1:1112"),
+            read_only_replica: false,
+            commit_timeout: Duration::from_millis(2000),
+            prepare_timeout: Duration::from_millis(2000),
+            gossip_interval: Duration::from_millis(1000),
+            gossip_timeout: Duration::from_millis(500),
+            gossip_allowed_difference: Duration::from_millis(60000),
+            election_timeout: Duration::from_millis(1000),
+            heartbeat_interval: Duration::from_millis(700),
+            heartbeat_timeout: Duration::from_millis(700),
+            dead_member_removal: Duration::from_secs(1800),
+            allow_surplus_nodes: false,
+            max_truncation: Some(268435456),
+        };
+        assert_eq!(c.cluster, expected);
+        assert_eq!(c.cluster.quorum(), 1);
+        assert!(!c.cluster.is_cluster());
+        assert_eq!(c.warnings(), Vec::<String>::new());
+        for (name, _) in CLUSTER_SAMPLES {
+            assert_eq!(c.values[name].1, Source::Default, "{name}");
+        }
+        assert_eq!(c.values["DiscoverViaDns"], ("false".to_string(), Source::Default));
+    }
+
+    #[test]
+    fn every_cluster_option_through_every_source() {
+        let sampled: Vec<&str> = CLUSTER_SAMPLES.iter().map(|(n, _)| *n).collect();
+        for o in OPTIONS.iter().filter(|o| o.group == "Cluster") {
+            let untestable = ["GossipOnSingleNode", "DiscoverViaDns"].contains(&o.name);
+            assert!(untestable || sampled.contains(&o.name), "{} has no sample", o.name);
+        }
+        for (name, value) in CLUSTER_SAMPLES {
+            let spec = spec_by_name(name).unwrap();
+            assert_eq!(spec.group, "Cluster");
+            assert_ne!(spec.default, *value, "{name}: the sample must differ from the default");
+            // The rest of a valid three-node cluster, from the command line (a single node for
+            // the seeds, which a single node may be given).
+            let mut base = vec![];
+            if !["ClusterSize", "GossipSeed"].contains(name) {
+                base.extend(["--cluster-size", "3"]);
+            }
+            if *name != "GossipSeed" {
+                base.extend(["--gossip-seed", "10.0.0.2:1112"]);
+            }
+            let base_cluster = Config::parse(&args(&base), &[], no_file).unwrap().cluster;
+            let names: Vec<&str> = std::iter::once(spec.name).chain(spec.aliases.iter().copied()).collect();
+            for n in names {
+                let flag = format!("--{}", flag_of(n));
+                let mut a = base.clone();
+                a.extend([flag.as_str(), value]);
+                let c = parse_cli(&a).unwrap_or_else(|e| panic!("{flag} {value}: {e}"));
+                assert_eq!(c.values[spec.name], (value.to_string(), Source::CommandLine), "{flag}");
+                assert_ne!(c.cluster, base_cluster, "{flag} changes the typed section");
+
+                let var = env_of_flag(&flag_of(n));
+                let c = Config::parse(&args(&base), &[(var.clone(), value.to_string())], no_file)
+                    .unwrap_or_else(|e| panic!("{var}={value}: {e}"));
+                assert_eq!(c.values[spec.name], (value.to_string(), Source::Environment), "{var}");
+
+                let yaml = format!("{n}: {value}\n");
+                let mut a = base.clone();
+                a.extend(["--config", "f.yaml"]);
+                let c = Config::parse(&args(&a), &[], |_| Ok(yaml.clone()))
+                    .unwrap_or_else(|e| panic!("YAML {yaml:?}: {e}"));
+                assert_eq!(c.values[spec.name], (value.to_string(), Source::File), "YAML {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn cluster_options_fill_the_typed_section() {
+        let c = parse_cli(&[
+            "--cluster-size=5",
+            "--node-priority",
+            "-3",
+            "--gossip-seed",
+            " 10.0.0.2:1112 , [fd00::3]:1113,10.0.0.2:1112",
+            "--replication-ip",
+            "10.0.0.1",
+            "--replication-port",
+            "3112",
+            "--read-only-replica",
+            "--commit-timeout-ms",
+            "2500",
+            "--prepare-timeout-ms",
+            "2600",
+            "--gossip-interval-ms",
+            "2000",
+            "--gossip-timeout-ms",
+            "2700",
+            "--gossip-allowed-difference-ms",
+            "0",
+            "--leader-election-timeout-ms",
+            "100",
+            "--replication-heartbeat-interval",
+            "800",
+            "--replication-heartbeat-timeout",
+            "900",
+            "--dead-member-removal-period-sec",
+            "60",
+            "--unsafe-allow-surplus-nodes",
+            "true",
+            "--max-truncation=0",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.cluster,
+            ClusterConfig {
+                cluster_size: 5,
+                node_priority: -3,
+                gossip_seeds: vec![addr("10.0.0.2:1112"), addr("[fd00::3]:1113")],
+                replication_addr: addr("10.0.0.1:3112"),
+                read_only_replica: true,
+                commit_timeout: Duration::from_millis(2500),
+                prepare_timeout: Duration::from_millis(2600),
+                gossip_interval: Duration::from_millis(2000),
+                gossip_timeout: Duration::from_millis(2700),
+                gossip_allowed_difference: Duration::ZERO,
+                election_timeout: Duration::from_millis(100),
+                heartbeat_interval: Duration::from_millis(800),
+                heartbeat_timeout: Duration::from_millis(900),
+                dead_member_removal: Duration::from_secs(60),
+                allow_surplus_nodes: true,
+                max_truncation: Some(0),
+            }
+        );
+        assert_eq!(c.values["GossipSeed"].0, "10.0.0.2:1112,[fd00::3]:1113,10.0.0.2:1112");
+        assert_eq!(c.cluster.quorum(), 3);
+        assert!(c.cluster.is_cluster());
+        assert_eq!(parse_cli(&["--max-truncation", "-1"]).unwrap().cluster.max_truncation, None);
+
+        // The v5 names in a YAML file, the seeds as a YAML sequence.
+        let file = "ClusterSize: 3\nIntIp: 10.0.0.1\nIntTcpPort: 1113\nIntTcpHeartbeatInterval: 300\n\
+                    IntTcpHeartbeatTimeout: 400\nGossipSeed:\n  - 10.0.0.2:1113\n  - 10.0.0.3:1113\n";
+        let c = Config::parse(&args(&["--config", "f.yaml"]), &[], |_| Ok(file.into())).unwrap();
+        assert_eq!(c.cluster.replication_addr, addr("10.0.0.1:1113"));
+        assert_eq!(c.cluster.heartbeat_interval, Duration::from_millis(300));
+        assert_eq!(c.cluster.heartbeat_timeout, Duration::from_millis(400));
+        assert_eq!(c.cluster.gossip_seeds, vec![addr("10.0.0.2:1113"), addr("10.0.0.3:1113")]);
+        assert_eq!(c.values["ReplicationPort"], ("1113".to_string(), Source::File));
+    }
+
+    #[test]
+    fn cluster_option_precedence_across_names() {
+        let file = "IntTcpPort: 4000\nReplicationHeartbeatTimeout: 900\n";
+        let env = vec![("ANNAL_INT_TCP_PORT".to_string(), "5000".to_string())];
+        let parse = |a: &[&str], env: &[(String, String)]| {
+            Config::parse(&args(a), env, |_| Ok(file.to_string())).unwrap().cluster
+        };
+        let cfg = ["--config", "f.yaml"];
+        assert_eq!(parse(&cfg, &[]).replication_addr.port(), 4000);
+        assert_eq!(parse(&cfg, &env).replication_addr.port(), 5000);
+        let cli = parse(&["--config", "f.yaml", "--replication-port", "6000"], &env);
+        assert_eq!(cli.replication_addr.port(), 6000);
+        let alias_env = vec![("ANNAL_INT_TCP_HEARTBEAT_TIMEOUT".to_string(), "1200".to_string())];
+        assert_eq!(parse(&cfg, &alias_env).heartbeat_timeout, Duration::from_millis(1200));
+        // On the command line the last flag wins, whichever name it uses.
+        let last = parse(&["--replication-port", "7001", "--int-tcp-port", "7000"], &[]);
+        assert_eq!(last.replication_addr.port(), 7000);
+        let last = parse(&["--int-tcp-port", "7000", "--ReplicationPort", "7001"], &[]);
+        assert_eq!(last.replication_addr.port(), 7001);
+        // Within the environment or the file, two names for one option are refused.
+        let both = vec![
+            ("ANNAL_REPLICATION_PORT".to_string(), "5000".to_string()),
+            ("ANNAL_INT_TCP_PORT".to_string(), "5001".to_string()),
+        ];
+        assert_eq!(
+            Config::parse(&[], &both, no_file).unwrap_err(),
+            ConfigError::Conflict(
+                "ReplicationPort is given twice in the environment, as ANNAL_REPLICATION_PORT and as ANNAL_INT_TCP_PORT: keep one"
+                    .into()
+            )
+        );
+        let twice = "ReplicationIp: 10.0.0.1\nIntIp: 10.0.0.2\n";
+        assert_eq!(
+            Config::parse(&args(&cfg), &[], |_| Ok(twice.into())).unwrap_err(),
+            ConfigError::Conflict(
+                "ReplicationIp is given twice in f.yaml, as ReplicationIp and as IntIp: keep one".into()
+            )
+        );
+    }
+
+    #[test]
+    fn refused_cluster_combinations() {
+        assert_eq!(
+            conflict(&["--cluster-size", "0"]),
+            "ClusterSize 0: a cluster has at least 1 node (1 for a single node)"
+        );
+        assert_eq!(
+            conflict(&["--cluster-size", "3"]),
+            "ClusterSize is 3 but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated)"
+        );
+        assert_eq!(
+            conflict(&["--cluster-size", "3", "--gossip-seed", "127.0.0.1:1112"]),
+            "GossipSeed names only this node's own replication endpoint 127.0.0.1:1112: list the other nodes' replication endpoints (ip:port, comma-separated)"
+        );
+        let any = ["--cluster-size", "3", "--replication-ip", "0.0.0.0", "--gossip-seed", "127.0.0.1:1112"];
+        assert!(conflict(&any)
+            .starts_with("GossipSeed names only this node's own replication endpoint 0.0.0.0:1112"));
+        assert!(parse_cli(&["--cluster-size", "3", "--gossip-seed", "127.0.0.1:1113"]).is_ok());
+        assert_eq!(
+            conflict(&["--read-only-replica"]),
+            "ReadOnlyReplica needs a cluster to follow: set ClusterSize to the number of voting nodes (above 1) and GossipSeed to their replication endpoints"
+        );
+        assert_eq!(
+            conflict(&["--replication-port", "2113"]),
+            "ReplicationPort 2113 on 127.0.0.1 is also the HttpPort on 127.0.0.1: the replication and HTTP listeners need different ports"
+        );
+        assert_eq!(
+            conflict(&["--replication-ip", "0.0.0.0", "--int-tcp-port", "2113"]),
+            "ReplicationPort 2113 on 0.0.0.0 is also the HttpPort on 127.0.0.1: the replication and HTTP listeners need different ports"
+        );
+        let all = [
+            "--http-ip",
+            "0.0.0.0",
+            "--insecure",
+            "--replication-ip",
+            "10.0.0.1",
+            "--replication-port",
+            "2113",
+        ];
+        assert!(
+            conflict(&all).starts_with("ReplicationPort 2113 on 10.0.0.1 is also the HttpPort on 0.0.0.0")
+        );
+        assert!(parse_cli(&["--replication-ip", "10.0.0.1", "--replication-port", "2113"]).is_ok());
+        assert!(parse_cli(&["--http-port", "0", "--replication-port", "0"]).is_ok());
+        assert_eq!(
+            conflict(&["--discover-via-dns"]),
+            "DiscoverViaDns: discovering the cluster through DNS is not supported; list the other nodes' replication endpoints in GossipSeed instead"
+        );
+        assert!(parse_cli(&["--discover-via-dns", "false"]).is_ok());
+    }
+
+    #[test]
+    fn malformed_cluster_values() {
+        assert_eq!(
+            invalid(&["--gossip-seed", "10.0.0.2:1112,nope"]),
+            "invalid value \"10.0.0.2:1112,nope\" for GossipSeed: entry \"nope\" is not an ip:port endpoint (such as 10.0.0.2:1112 or [fd00::2]:1112)"
+        );
+        assert!(
+            invalid(&["--gossip-seed", "10.0.0.2"]).contains("entry \"10.0.0.2\" is not an ip:port endpoint")
+        );
+        assert!(invalid(&["--gossip-seed", "10.0.0.2:1112,,10.0.0.3:1112"]).contains("entry \"\""));
+        assert!(
+            invalid(&["--gossip-seed", "0.0.0.0:1112"]).contains("entry \"0.0.0.0:1112\" is not a reachable")
+        );
+        assert!(invalid(&["--gossip-seed", "10.0.0.2:0"]).contains("entry \"10.0.0.2:0\" is not a reachable"));
+        let yaml = "GossipSeed: [10.0.0.2:1112, 7]\n";
+        assert!(matches!(
+            Config::parse(&args(&["--config", "f"]), &[], |_| Ok(yaml.into())),
+            Err(ConfigError::Invalid { .. })
+        ));
+        assert_eq!(
+            invalid(&["--leader-election-timeout-ms", "99"]),
+            "invalid value \"99\" for LeaderElectionTimeoutMs: must be at least 100 milliseconds"
+        );
+        assert_eq!(
+            invalid(&["--max-truncation", "-2"]),
+            "invalid value \"-2\" for MaxTruncation: expected -1 (no limit) or a number of bytes"
+        );
+        assert!(invalid(&["--cluster-size", "-1"]).contains("expected a non-negative integer"));
+        assert!(invalid(&["--node-priority", "high"]).contains("expected an integer"));
+        assert!(invalid(&["--replication-port", "70000"]).contains("must be at most 65535"));
+        assert!(invalid(&["--int-ip", "host"]).contains("for ReplicationIp: expected an IP address"));
+        for flag in [
+            "--commit-timeout-ms",
+            "--prepare-timeout-ms",
+            "--gossip-interval-ms",
+            "--gossip-timeout-ms",
+            "--replication-heartbeat-interval",
+            "--int-tcp-heartbeat-timeout",
+        ] {
+            assert!(invalid(&[flag, "0"]).ends_with("must be at least 1 millisecond"), "{flag}");
+        }
+        assert_eq!(parse_cli(&["--node-priority", "-7"]).unwrap().cluster.node_priority, -7);
+    }
+
+    #[test]
+    fn gossip_seeds_drop_repeats_and_this_node() {
+        let c = parse_cli(&[
+            "--cluster-size",
+            "3",
+            "--gossip-seed",
+            "127.0.0.1:1112,10.0.0.2:1112,10.0.0.2:1112",
+        ])
+        .unwrap();
+        assert_eq!(c.cluster.gossip_seeds, vec![addr("10.0.0.2:1112")]);
+        let c = parse_cli(&[
+            "--cluster-size",
+            "3",
+            "--replication-ip",
+            "0.0.0.0",
+            "--gossip-seed",
+            "127.0.0.1:1112,127.0.0.1:1113",
+        ])
+        .unwrap();
+        assert_eq!(c.cluster.gossip_seeds, vec![addr("127.0.0.1:1113")]);
+        assert!(c.cluster.names_this_node(addr("127.0.0.1:1112")));
+        assert!(!c.cluster.names_this_node(addr("10.0.0.2:1112")));
+    }
+
+    #[test]
+    fn even_cluster_size_and_other_warnings() {
+        let sizes: Vec<usize> = (1..=6)
+            .map(|n| ClusterConfig { cluster_size: n, ..Config::for_dir("/tmp/x").cluster }.quorum())
+            .collect();
+        assert_eq!(sizes, vec![1, 2, 2, 3, 3, 4]);
+        let c = parse_cli(&["--cluster-size", "4", "--gossip-seed", "10.0.0.2:1112"]).unwrap();
+        assert_eq!(
+            c.warnings(),
+            vec!["ClusterSize 4 is even: its quorum is 3 nodes, so it survives no more failed nodes (1) than a cluster of 3; an odd size is better".to_string()]
+        );
+        let c = parse_cli(&["--cluster-size", "3", "--gossip-seed", "10.0.0.2:1112"]).unwrap();
+        assert_eq!(c.warnings(), Vec::<String>::new());
+        let c = parse_cli(&["--gossip-seed", "10.0.0.2:1112"]).unwrap();
+        assert_eq!(
+            c.warnings(),
+            vec!["GossipSeed is set but ClusterSize is 1: the seeds are not used".to_string()]
+        );
+        let c = parse_cli(&["--unsafe-allow-surplus-nodes"]).unwrap();
+        assert_eq!(c.warnings().len(), 1);
+        assert!(c.warnings()[0].starts_with("UnsafeAllowSurplusNodes is on"));
+    }
+
+    #[test]
+    fn alias_forms_are_derived_and_shown() {
+        assert_eq!(flag_of("IntTcpHeartbeatInterval"), "int-tcp-heartbeat-interval");
+        for o in OPTIONS {
+            assert_eq!(flag_of(o.name), o.flag, "the flag of {} follows its name", o.name);
+        }
+        let spec = spec_by_name("ReplicationIp").unwrap();
+        assert_eq!(spec.alias_flags(), vec!["int-ip"]);
+        assert_eq!(spec.alias_env_vars(), vec!["ANNAL_INT_IP"]);
+        assert_eq!(spec.alias_note().as_deref(), Some("Also accepted as IntIp (--int-ip, ANNAL_INT_IP)."));
+        assert_eq!(spec_by_name("ClusterSize").unwrap().alias_note(), None);
+        // No name, alias or flag means two options.
+        let mut all: Vec<String> = OPTIONS
+            .iter()
+            .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+        let count = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), count);
+        let help = Config::help_text();
+        assert!(help.contains("--replication-ip <IP>\n"), "{help}");
+        assert!(help.contains("Also accepted as IntTcpPort (--int-tcp-port, ANNAL_INT_TCP_PORT)."));
+        assert!(help.contains("--gossip-seed <IP:PORT,...>\n"));
+        assert!(help.contains("at least 100"));
+        assert_eq!(help.matches("\nCluster:\n").count(), 1, "the cluster options are listed together");
     }
 }

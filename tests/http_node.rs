@@ -31,6 +31,18 @@ async fn ping_info_options() {
     assert_eq!(find("RunProjections")["possibleValues"], json!(["None", "System", "All"]));
     assert_eq!(find("Db").get("possibleValues"), None);
     assert!(find("Db")["description"].as_str().unwrap().len() > 10);
+    let replication_ip = find("ReplicationIp");
+    assert_eq!(replication_ip["group"], "Cluster");
+    assert_eq!(replication_ip["value"], "127.0.0.1");
+    assert!(replication_ip["description"]
+        .as_str()
+        .unwrap()
+        .ends_with("Also accepted as IntIp (--int-ip, ANNAL_INT_IP)."));
+    assert_eq!(find("ClusterSize")["value"], "1");
+    assert!(
+        opts.as_array().unwrap().iter().all(|o| o["name"] != "IntIp"),
+        "aliases are not listed as options"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

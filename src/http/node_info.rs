@@ -60,7 +60,11 @@ pub fn options(api: &Api, req: &Req) -> Reply {
             let value = api.node.config().values.get(o.name).map(|(v, _)| v.clone()).unwrap_or_default();
             let mut m = serde_json::Map::new();
             m.insert("name".into(), json!(o.name));
-            m.insert("description".into(), json!(o.help));
+            let description = match o.alias_note() {
+                Some(note) => format!("{} {note}", o.help),
+                None => o.help.to_string(),
+            };
+            m.insert("description".into(), json!(description));
             m.insert("group".into(), json!(o.group));
             m.insert("value".into(), json!(value));
             if let Kind::Enum(vals) = o.kind {
