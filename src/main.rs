@@ -31,6 +31,9 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
         .with_writer(std::io::stderr)
         .init();
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let rt = match annal::env::real::node_runtime(&config) {
         Ok(rt) => rt,
         Err(e) => {
