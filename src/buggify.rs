@@ -54,11 +54,20 @@ pub enum Bug {
     /// Online truncation zeroes the dropped tail but leaves `writer.chk` where it was, so a
     /// crash before the next commit leaves a checkpoint that names zeroed bytes.
     TruncateKeepsWriterChk,
+    /// A cluster leader commits what it holds durably itself, without waiting for a quorum.
+    AckBeforeQuorum,
+    /// A vote is sent without `proposal.chk` being written first, so a restarted node may vote
+    /// twice in one term.
+    VoteNotDurable,
+    /// A follower keeps a divergent tail instead of truncating it when it joins a leader.
+    KeepDivergentTail,
+    /// A follower publishes (serves) everything it holds durably, committed or not.
+    FollowerPublishesUncommitted,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 11] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -66,6 +75,10 @@ impl Bug {
         Bug::PanicOnIndexFlushError,
         Bug::RecoverToChaser,
         Bug::TruncateKeepsWriterChk,
+        Bug::AckBeforeQuorum,
+        Bug::VoteNotDurable,
+        Bug::KeepDivergentTail,
+        Bug::FollowerPublishesUncommitted,
     ];
 
     /// The switch's command-line name.
@@ -78,6 +91,10 @@ impl Bug {
             Bug::PanicOnIndexFlushError => "panic-on-index-flush-error",
             Bug::RecoverToChaser => "recover-to-chaser",
             Bug::TruncateKeepsWriterChk => "truncate-keeps-writer-chk",
+            Bug::AckBeforeQuorum => "ack-before-quorum",
+            Bug::VoteNotDurable => "vote-not-durable",
+            Bug::KeepDivergentTail => "keep-divergent-tail",
+            Bug::FollowerPublishesUncommitted => "follower-publishes-uncommitted",
         }
     }
 

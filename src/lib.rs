@@ -12,6 +12,7 @@
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
 pub mod buggify;
+pub mod cluster;
 pub mod config;
 pub mod env;
 pub mod http;

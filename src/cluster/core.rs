@@ -1,0 +1,1257 @@
+//! The cluster's decisions, free of I/O: one [`Core`] per node, driven by [`Core::step`] with an
+//! [`Input`] (a message, a timer tick, the local log's progress) and answering with [`Effect`]s the
+//! shell carries out in order. The same code runs in the node, in the simulator and under the
+//! model checker (`tests/cluster_model.rs`).
+//!
+//! The protocol follows Raft's rules in EventStoreDB's vocabulary:
+//! - **Terms are epoch numbers.** A candidate takes the next number, persists it in
+//!   `proposal.chk` ([`Effect::Persist`]) and asks for votes. A node grants at most one vote per
+//!   number, persisted before the vote is sent, and only to a candidate whose log is at least as
+//!   up to date as its own (last epoch number, then durable position); among equally up-to-date
+//!   nodes a lower-priority candidate is refused by a higher-priority voter. A node that heard
+//!   from a live leader within the election timeout refuses every vote (the leader's lease).
+//! - **A leader writes an epoch record** at the end of its log as the first record of its term
+//!   ([`Effect::WriteEpoch`]). Nothing is committed in its term before that record is held by a
+//!   quorum; then everything before it is committed too, and the node is `Master`.
+//! - **Replication** is a subscription: a follower sends its durable position and its epochs,
+//!   newest first; the leader finds the newest epoch both logs share and answers the position
+//!   where they part ([`Msg::Subscribed`]). The follower drops its tail past that point (never a
+//!   committed record, never more than `max_truncation`) and the leader ships records from there
+//!   ([`Effect::Ship`]). Followers acknowledge durable positions; the leader commits the highest
+//!   position a quorum of voters holds durably ([`Effect::Commit`]) and tells the followers,
+//!   which publish what they hold up to it.
+//! - A leader that has not heard from a quorum within the election timeout steps down; a
+//!   follower that has not heard from a leader within its (randomised) election timeout stands.
+//!
+//! Invariants (checked by the model checker and the simulator): at most one leader per epoch
+//! number; a committed position never moves back and every later leader's log holds the same
+//! bytes up to it; a node never publishes past what a leader committed; a vote or candidacy is
+//! persisted before any message that depends on it leaves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// A node's identity in the cluster: its replication endpoint.
+pub type NodeId = SocketAddr;
+
+/// Epochs a follower sends per subscription request; older ones follow on demand.
+pub const SUBSCRIBE_EPOCHS: usize = 32;
+/// Bytes a leader ships to one follower beyond what it acknowledged.
+pub const SHIP_WINDOW_BYTES: u64 = 8 << 20;
+/// A follower within this many bytes of the leader's end is `Slave`, else `CatchingUp`.
+pub const CATCHING_UP_BYTES: u64 = 1024;
+
+/// One epoch record: the start of a leader's term in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Epoch {
+    /// The term's number.
+    pub number: u64,
+    /// Unique per term and leader.
+    pub id: [u8; 16],
+    /// Where the record starts.
+    pub position: u64,
+}
+
+/// The node states clients see (`/gossip`, `/info`), with their v5 names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum VNodeState {
+    /// Starting.
+    Initializing,
+    /// No leader known; an election may be running.
+    Unknown,
+    /// A leader is known; the subscription is not established yet.
+    PreReplica,
+    /// Subscribed, more than [`CATCHING_UP_BYTES`] behind the leader.
+    CatchingUp,
+    /// Subscribed and caught up: a follower.
+    Slave,
+    /// Elected; the term's epoch record is not yet held by a quorum.
+    PreMaster,
+    /// The leader.
+    Master,
+    /// A read-only replica that knows no leader.
+    ReadOnlyLeaderless,
+    /// A read-only replica subscribing to the leader.
+    PreReadOnlyReplica,
+    /// A subscribed read-only replica.
+    ReadOnlyReplica,
+    /// Stopping.
+    ShuttingDown,
+}
+
+impl VNodeState {
+    /// The name in `/gossip` (v5 spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            VNodeState::Initializing => "Initializing",
+            VNodeState::Unknown => "Unknown",
+            VNodeState::PreReplica => "PreReplica",
+            VNodeState::CatchingUp => "CatchingUp",
+            VNodeState::Slave => "Slave",
+            VNodeState::PreMaster => "PreMaster",
+            VNodeState::Master => "Master",
+            VNodeState::ReadOnlyLeaderless => "ReadOnlyLeaderless",
+            VNodeState::PreReadOnlyReplica => "PreReadOnlyReplica",
+            VNodeState::ReadOnlyReplica => "ReadOnlyReplica",
+            VNodeState::ShuttingDown => "ShuttingDown",
+        }
+    }
+}
+
+/// A message between nodes, with what every message carries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The sender.
+    pub from: NodeId,
+    /// The sender's configured cluster size (messages from a differently configured node are
+    /// dropped).
+    pub cluster_size: u32,
+    /// The sender's term.
+    pub term: u64,
+    /// The message.
+    pub msg: Msg,
+}
+
+/// One member as another sees it (the node's own entry travels in [`Msg::Gossip`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MemberView {
+    /// The node's instance id (new at each start).
+    pub instance: [u8; 16],
+    /// Its state.
+    pub state: VNodeState,
+    /// Its client HTTP endpoint.
+    pub http: Option<SocketAddr>,
+    /// The leader it follows (or is).
+    pub leader: Option<NodeId>,
+    /// Its durable position.
+    pub durable: u64,
+    /// Its committed position.
+    pub committed: u64,
+    /// Its last epoch.
+    pub epoch: Option<Epoch>,
+    /// Its priority.
+    pub priority: i64,
+    /// Whether it is a read-only replica.
+    pub read_only: bool,
+}
+
+/// The messages of the protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Msg {
+    /// A candidate asks for a vote in the envelope's term.
+    RequestVote {
+        /// Number of the candidate's last epoch.
+        last_epoch: Option<u64>,
+        /// The candidate's durable position.
+        durable: u64,
+        /// The candidate's priority.
+        priority: i64,
+    },
+    /// The answer to [`Msg::RequestVote`].
+    Vote {
+        /// Whether the vote is granted.
+        granted: bool,
+    },
+    /// The leader's heartbeat, to every member.
+    Heartbeat {
+        /// The leader's durable position.
+        leader_end: u64,
+        /// The committed position.
+        commit: u64,
+    },
+    /// A follower asks to be fed from where its log and the leader's agree.
+    Subscribe {
+        /// Names this subscription in later messages.
+        subscription: u64,
+        /// The follower's durable position.
+        durable: u64,
+        /// The follower's epochs, newest first (at most [`SUBSCRIBE_EPOCHS`]).
+        epochs: Vec<Epoch>,
+        /// Whether `epochs` reaches the follower's first epoch.
+        complete: bool,
+        /// Whether the follower votes and counts toward a quorum (false: a read-only replica).
+        promotable: bool,
+    },
+    /// The leader needs the follower's epochs older than `before`.
+    OlderEpochs {
+        /// The subscription.
+        subscription: u64,
+        /// Position of the oldest epoch the leader has seen.
+        before: u64,
+    },
+    /// The leader feeds the subscription from `position`.
+    Subscribed {
+        /// The subscription.
+        subscription: u64,
+        /// Where the logs part: the follower drops everything past it.
+        position: u64,
+    },
+    /// Records of the leader's log, exactly as stored, from `from` to `end`.
+    Append {
+        /// The subscription.
+        subscription: u64,
+        /// Position of the first record.
+        from: u64,
+        /// Position after the last record.
+        end: u64,
+        /// The records' frames (carried outside the JSON header by [`super::wire`]).
+        #[serde(skip)]
+        data: Bytes,
+        /// The leader's durable position.
+        leader_end: u64,
+        /// The committed position.
+        commit: u64,
+    },
+    /// Who this node is and where it stands, to every member it knows, every gossip interval.
+    Gossip(MemberView),
+    /// A follower's durable position.
+    Ack {
+        /// The subscription.
+        subscription: u64,
+        /// The follower's durable position.
+        durable: u64,
+    },
+}
+
+/// What a node is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Time passed (monotonic).
+    Tick(Duration),
+    /// A message arrived.
+    Message(Envelope),
+    /// The local log is durable up to `end`; `epochs` are the epoch records it wrote since the
+    /// last report (a follower's, from the leader's records).
+    Durable {
+        /// The durable end.
+        end: u64,
+        /// New epoch records, oldest first.
+        epochs: Vec<Epoch>,
+    },
+    /// The epoch record [`Effect::WriteEpoch`] asked for is durable, ending at `end`.
+    EpochWritten {
+        /// The epoch.
+        epoch: Epoch,
+        /// Position after the record.
+        end: u64,
+    },
+    /// A [`Effect::Ship`] went out, covering records up to `end`.
+    Shipped {
+        /// The follower.
+        to: NodeId,
+        /// The subscription.
+        subscription: u64,
+        /// Position after the records sent.
+        end: u64,
+    },
+}
+
+/// What the shell must do, in order: a persist or a log write completes before any later effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Send a message.
+    Send(NodeId, Envelope),
+    /// Write `proposal.chk` durably.
+    Persist {
+        /// The highest term this node stood or voted in.
+        proposal: u64,
+    },
+    /// Write an epoch record with this number at the end of the log, make it durable and report
+    /// [`Input::EpochWritten`].
+    WriteEpoch {
+        /// The term.
+        number: u64,
+    },
+    /// Drop the log past `to` (a divergent tail, never committed records).
+    Truncate {
+        /// The new end.
+        to: u64,
+    },
+    /// Write the leader's records, make them durable and report [`Input::Durable`].
+    Write {
+        /// Position of the first record.
+        from: u64,
+        /// Position after the last record.
+        end: u64,
+        /// The frames.
+        data: Bytes,
+    },
+    /// Send `to` the durable records from `from` (whole records, at most `upto`) as
+    /// [`Msg::Append`] and report [`Input::Shipped`].
+    Ship {
+        /// The follower.
+        to: NodeId,
+        /// The subscription.
+        subscription: u64,
+        /// Position of the first record.
+        from: u64,
+        /// The leader's durable end.
+        upto: u64,
+        /// The committed position to tell.
+        commit: u64,
+    },
+    /// Records up to `upto` are committed: publish them (readers may see them).
+    Commit {
+        /// The committed position.
+        upto: u64,
+    },
+    /// Something that must not happen was refused; the node keeps its data and says why.
+    Refused(String),
+}
+
+/// The fixed settings of a node.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This node.
+    pub me: NodeId,
+    /// The other members to contact (the gossip seeds).
+    pub peers: Vec<NodeId>,
+    /// The configured number of voting members.
+    pub cluster_size: usize,
+    /// A read-only replica: never votes, never counts, never leads.
+    pub read_only: bool,
+    /// Election tie-breaker among equally up-to-date nodes.
+    pub priority: i64,
+    /// Base election timeout (a follower waits between one and two of these).
+    pub election_timeout: Duration,
+    /// Between a leader's heartbeats.
+    pub heartbeat_interval: Duration,
+    /// The largest tail a follower drops to join a leader (`None`: no limit).
+    pub max_truncation: Option<u64>,
+    /// Between gossip rounds.
+    pub gossip_interval: Duration,
+    /// A member not heard from for this long is reported dead.
+    pub gossip_timeout: Duration,
+    /// This node's client HTTP endpoint, as gossip tells it.
+    pub http: Option<SocketAddr>,
+    /// This node's instance id.
+    pub instance: [u8; 16],
+    /// The database was created empty at this start: the node votes only after it has followed
+    /// a leader (a wiped node must not vote again in a term it voted in before).
+    pub fresh: bool,
+}
+
+impl Settings {
+    /// Votes needed: more than half of the configured cluster size.
+    pub fn quorum(&self) -> usize {
+        self.cluster_size / 2 + 1
+    }
+}
+
+/// What a node holds durably when its core starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Persisted {
+    /// `proposal.chk`: the highest term this node stood or voted in.
+    pub proposal: u64,
+    /// The log's epochs, oldest first.
+    pub epochs: Vec<Epoch>,
+    /// The durable end of the log (`writer.chk`).
+    pub durable: u64,
+    /// The highest position known committed (published).
+    pub committed: u64,
+}
+
+/// A leader's view of one follower.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Progress {
+    subscription: u64,
+    promotable: bool,
+    /// Next position to ship.
+    next: u64,
+    /// Durable on the follower (acknowledged).
+    matched: u64,
+    /// A shipment is out and not yet reported.
+    shipping: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Role {
+    Follower {
+        leader: Option<NodeId>,
+        /// Our subscription to `leader`, and whether it is established.
+        subscription: Option<(u64, bool)>,
+        /// The leader's durable end, as last told.
+        leader_end: u64,
+        /// The leader's committed position, as last told.
+        leader_commit: u64,
+    },
+    Candidate {
+        votes: BTreeSet<NodeId>,
+    },
+    Leader {
+        /// The term's epoch record and its end, once durable.
+        epoch: Option<(Epoch, u64)>,
+        followers: BTreeMap<NodeId, Progress>,
+        /// When each member was last heard from in this term.
+        heard: BTreeMap<NodeId, Duration>,
+    },
+}
+
+/// One node's cluster state machine.
+#[derive(Clone, Debug)]
+pub struct Core {
+    settings: Settings,
+    term: u64,
+    proposal: u64,
+    voted_for: Option<NodeId>,
+    epochs: Vec<Epoch>,
+    durable: u64,
+    /// Position after the last record handed to the log (≥ durable on a follower).
+    written: u64,
+    committed: u64,
+    role: Role,
+    now: Duration,
+    /// When a leader was last heard from (followers), or the election began (candidates).
+    last_heard: Duration,
+    election_deadline: Duration,
+    next_heartbeat: Duration,
+    has_followed: bool,
+    next_subscription: u64,
+    next_gossip: Duration,
+    /// Members known from gossip: their last view and when it arrived.
+    known: BTreeMap<NodeId, (MemberView, Duration)>,
+    /// A refusal already reported, so it is not repeated every heartbeat.
+    last_refusal: Option<String>,
+    rng: ChaCha8Rng,
+}
+
+impl Core {
+    /// A core starting from what the node holds durably, at monotonic time `now`.
+    pub fn new(settings: Settings, persisted: Persisted, now: Duration, seed: u64) -> Core {
+        let last = persisted.epochs.last().map(|e| e.number).unwrap_or(0);
+        let mut core = Core {
+            term: persisted.proposal.max(last),
+            proposal: persisted.proposal,
+            voted_for: None,
+            epochs: persisted.epochs,
+            durable: persisted.durable,
+            written: persisted.durable,
+            committed: persisted.committed.min(persisted.durable),
+            role: Role::Follower { leader: None, subscription: None, leader_end: 0, leader_commit: 0 },
+            now,
+            last_heard: now,
+            election_deadline: now,
+            next_heartbeat: now,
+            next_gossip: now,
+            known: BTreeMap::new(),
+            has_followed: !settings.fresh,
+            next_subscription: 1,
+            last_refusal: None,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            settings,
+        };
+        core.reset_election_timer();
+        core
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The monotonic time of the last tick.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// The current term.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The committed position this node knows.
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// The durable end of the local log.
+    pub fn durable(&self) -> u64 {
+        self.durable
+    }
+
+    /// The log's epochs, oldest first.
+    pub fn epochs(&self) -> &[Epoch] {
+        &self.epochs
+    }
+
+    /// The leader this node follows or is (None while unknown).
+    pub fn leader(&self) -> Option<NodeId> {
+        match &self.role {
+            Role::Follower { leader, .. } => *leader,
+            Role::Candidate { .. } => None,
+            Role::Leader { .. } => Some(self.settings.me),
+        }
+    }
+
+    /// Whether this node is the leader of its term and may take writes (its epoch record is
+    /// committed).
+    pub fn is_master(&self) -> bool {
+        self.state() == VNodeState::Master
+    }
+
+    /// Whether this node leads (elected, maybe still `PreMaster`).
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { .. })
+    }
+
+    /// The state clients see.
+    pub fn state(&self) -> VNodeState {
+        let ro = self.settings.read_only;
+        match &self.role {
+            Role::Follower { leader: None, .. } if ro => VNodeState::ReadOnlyLeaderless,
+            Role::Follower { leader: None, .. } => VNodeState::Unknown,
+            Role::Follower { subscription: Some((_, true)), leader_end, .. } => {
+                if ro {
+                    VNodeState::ReadOnlyReplica
+                } else if leader_end.saturating_sub(self.durable) > CATCHING_UP_BYTES {
+                    VNodeState::CatchingUp
+                } else {
+                    VNodeState::Slave
+                }
+            }
+            Role::Follower { .. } if ro => VNodeState::PreReadOnlyReplica,
+            Role::Follower { .. } => VNodeState::PreReplica,
+            Role::Candidate { .. } => VNodeState::Unknown,
+            Role::Leader { epoch: Some((_, end)), .. } if self.committed >= *end => VNodeState::Master,
+            Role::Leader { .. } => VNodeState::PreMaster,
+        }
+    }
+
+    /// Followers' acknowledged durable positions (leader only), for statistics.
+    pub fn follower_positions(&self) -> Vec<(NodeId, u64, bool)> {
+        match &self.role {
+            Role::Leader { followers, .. } => {
+                followers.iter().map(|(id, p)| (*id, p.matched, p.promotable)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes one input; returns the effects to carry out, in order.
+    pub fn step(&mut self, input: Input) -> Vec<Effect> {
+        let mut out = Vec::new();
+        match input {
+            Input::Tick(now) => {
+                self.now = self.now.max(now);
+                self.tick(&mut out);
+            }
+            Input::Message(env) => self.receive(env, &mut out),
+            Input::Durable { end, epochs } => self.on_durable(end, epochs, &mut out),
+            Input::EpochWritten { epoch, end } => self.on_epoch_written(epoch, end, &mut out),
+            Input::Shipped { to, subscription, end } => self.on_shipped(to, subscription, end, &mut out),
+        }
+        out
+    }
+
+    fn envelope(&self, msg: Msg) -> Envelope {
+        Envelope {
+            from: self.settings.me,
+            cluster_size: self.settings.cluster_size as u32,
+            term: self.term,
+            msg,
+        }
+    }
+
+    fn send(&self, to: NodeId, msg: Msg, out: &mut Vec<Effect>) {
+        out.push(Effect::Send(to, self.envelope(msg)));
+    }
+
+    fn refuse(&mut self, why: String, out: &mut Vec<Effect>) {
+        if self.last_refusal.as_deref() != Some(why.as_str()) {
+            self.last_refusal = Some(why.clone());
+            out.push(Effect::Refused(why));
+        }
+    }
+
+    fn reset_election_timer(&mut self) {
+        let base = self.settings.election_timeout.as_micros() as u64;
+        let jitter = if base > 0 { self.rng.gen_range(0..base) } else { 0 };
+        self.last_heard = self.now;
+        self.election_deadline = self.now + Duration::from_micros(base + jitter);
+    }
+
+    fn last_epoch(&self) -> Option<u64> {
+        self.epochs.last().map(|e| e.number)
+    }
+
+    /// Every member this node knows to contact.
+    fn members(&self) -> BTreeSet<NodeId> {
+        let mut m: BTreeSet<NodeId> = self.settings.peers.iter().copied().collect();
+        m.extend(self.known.keys().copied());
+        if let Role::Leader { followers, .. } = &self.role {
+            m.extend(followers.keys().copied());
+        }
+        m.remove(&self.settings.me);
+        m
+    }
+
+    /// This node's own gossip entry.
+    pub fn view(&self) -> MemberView {
+        MemberView {
+            instance: self.settings.instance,
+            state: self.state(),
+            http: self.settings.http,
+            leader: self.leader(),
+            durable: self.durable,
+            committed: self.committed,
+            epoch: self.epochs.last().copied(),
+            priority: self.settings.priority,
+            read_only: self.settings.read_only,
+        }
+    }
+
+    /// Every member: this node first, then the others known from gossip (or configured and not
+    /// heard from yet), each with whether it is alive.
+    pub fn gossip_members(&self) -> Vec<(NodeId, Option<MemberView>, bool)> {
+        let dead_after = self.settings.gossip_interval * 3 + self.settings.gossip_timeout;
+        let mut all = vec![(self.settings.me, Some(self.view()), true)];
+        for id in self.members() {
+            match self.known.get(&id) {
+                Some((v, at)) => all.push((id, Some(v.clone()), self.now.saturating_sub(*at) < dead_after)),
+                None => all.push((id, None, false)),
+            }
+        }
+        all
+    }
+
+    fn tick(&mut self, out: &mut Vec<Effect>) {
+        if self.now >= self.next_gossip {
+            self.next_gossip = self.now + self.settings.gossip_interval;
+            let view = self.view();
+            for to in self.members() {
+                self.send(to, Msg::Gossip(view.clone()), out);
+            }
+        }
+        match &self.role {
+            Role::Leader { heard, followers, .. } => {
+                // Check quorum: a leader cut off from a majority steps down within the timeout.
+                let window = self.settings.election_timeout;
+                let live = 1 + heard
+                    .iter()
+                    .filter(|(id, at)| {
+                        self.now.saturating_sub(**at) < window
+                            && followers.get(*id).is_none_or(|p| p.promotable)
+                            && !self.is_known_replica(id)
+                    })
+                    .count();
+                if live < self.settings.quorum() && self.now.saturating_sub(self.last_heard) >= window {
+                    tracing::warn!(term = self.term, live, "leader lost its quorum; stepping down");
+                    self.become_follower(None);
+                    return;
+                }
+                if self.now >= self.next_heartbeat {
+                    self.heartbeat(out);
+                }
+            }
+            Role::Follower { .. } | Role::Candidate { .. } => {
+                if self.settings.read_only {
+                    // Replicas never stand; a silent leader is forgotten.
+                    if self.now >= self.election_deadline {
+                        self.become_follower(None);
+                        self.reset_election_timer();
+                    }
+                    return;
+                }
+                if self.now >= self.election_deadline {
+                    if self.has_followed {
+                        self.stand(out);
+                    } else {
+                        // A fresh node does not stand or vote until it has followed a leader;
+                        // it keeps listening.
+                        self.become_follower(None);
+                        self.reset_election_timer();
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_known_replica(&self, id: &NodeId) -> bool {
+        match &self.role {
+            Role::Leader { followers, .. } => followers.get(id).is_some_and(|p| !p.promotable),
+            _ => false,
+        }
+    }
+
+    fn heartbeat(&mut self, out: &mut Vec<Effect>) {
+        self.next_heartbeat = self.now + self.settings.heartbeat_interval;
+        for to in self.members() {
+            self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: self.committed }, out);
+        }
+    }
+
+    fn stand(&mut self, out: &mut Vec<Effect>) {
+        self.term = self.term.max(self.proposal).max(self.last_epoch().unwrap_or(0)) + 1;
+        self.proposal = self.term;
+        self.voted_for = Some(self.settings.me);
+        self.role = Role::Candidate { votes: BTreeSet::from([self.settings.me]) };
+        self.reset_election_timer();
+        tracing::info!(term = self.term, "standing for election");
+        out.push(Effect::Persist { proposal: self.proposal });
+        if self.settings.quorum() <= 1 {
+            self.become_leader(out);
+            return;
+        }
+        let ask = Msg::RequestVote {
+            last_epoch: self.last_epoch(),
+            durable: self.durable,
+            priority: self.settings.priority,
+        };
+        for to in self.settings.peers.clone() {
+            if to != self.settings.me {
+                self.send(to, ask.clone(), out);
+            }
+        }
+    }
+
+    fn become_leader(&mut self, out: &mut Vec<Effect>) {
+        tracing::info!(term = self.term, "elected leader");
+        self.role = Role::Leader { epoch: None, followers: BTreeMap::new(), heard: BTreeMap::new() };
+        self.last_heard = self.now;
+        self.has_followed = true;
+        self.last_refusal = None;
+        out.push(Effect::WriteEpoch { number: self.term });
+        self.heartbeat(out);
+    }
+
+    fn become_follower(&mut self, leader: Option<NodeId>) {
+        if self.is_leader() {
+            tracing::warn!(term = self.term, "no longer the leader");
+        }
+        self.written = self.durable;
+        self.role = Role::Follower { leader, subscription: None, leader_end: 0, leader_commit: 0 };
+    }
+
+    /// Moves to a newer term learned from a message.
+    fn observe_term(&mut self, term: u64) {
+        if term > self.term {
+            self.term = term;
+            self.voted_for = None;
+            if !matches!(self.role, Role::Follower { leader: None, .. }) {
+                self.become_follower(None);
+            }
+        }
+    }
+
+    fn receive(&mut self, env: Envelope, out: &mut Vec<Effect>) {
+        if env.from == self.settings.me {
+            return;
+        }
+        if env.cluster_size as usize != self.settings.cluster_size {
+            self.refuse(
+                format!(
+                    "ignoring {}: it is configured for a cluster of {} nodes, this node for {}",
+                    env.from, env.cluster_size, self.settings.cluster_size
+                ),
+                out,
+            );
+            return;
+        }
+        let from = env.from;
+        let term = env.term;
+        match env.msg {
+            Msg::RequestVote { last_epoch, durable, priority } => {
+                self.on_request_vote(from, term, last_epoch, durable, priority, out)
+            }
+            Msg::Vote { granted } => self.on_vote(from, term, granted, out),
+            Msg::Heartbeat { leader_end, commit } => self.on_heartbeat(from, term, leader_end, commit, out),
+            Msg::Subscribe { subscription, durable, epochs, complete, promotable } => {
+                self.on_subscribe(from, term, subscription, durable, &epochs, complete, promotable, out)
+            }
+            Msg::OlderEpochs { subscription, before } => {
+                self.on_older_epochs(from, term, subscription, before, out)
+            }
+            Msg::Subscribed { subscription, position } => {
+                self.on_subscribed(from, term, subscription, position, out)
+            }
+            Msg::Append { subscription, from: start, end, data, leader_end, commit } => {
+                self.on_append(from, term, subscription, start, end, data, leader_end, commit, out)
+            }
+            Msg::Ack { subscription, durable } => self.on_ack(from, term, subscription, durable, out),
+            Msg::Gossip(view) => {
+                self.known.insert(from, (view, self.now));
+            }
+        }
+    }
+
+    fn on_request_vote(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        last_epoch: Option<u64>,
+        durable: u64,
+        priority: i64,
+        out: &mut Vec<Effect>,
+    ) {
+        if self.settings.read_only {
+            return;
+        }
+        // The lease: while a leader is heard from, nobody else can be elected. A node that
+        // stands again keeps its current term until the lease runs out.
+        let leased = match &self.role {
+            Role::Follower { leader: Some(_), .. } => {
+                self.now.saturating_sub(self.last_heard) < self.settings.election_timeout
+            }
+            Role::Leader { .. } => true,
+            _ => false,
+        };
+        if leased && term > self.term {
+            self.send(from, Msg::Vote { granted: false }, out);
+            return;
+        }
+        self.observe_term(term);
+        let mine = (self.last_epoch(), self.durable);
+        let theirs = (last_epoch, durable);
+        let grant = term == self.term
+            && self.has_followed
+            && theirs >= mine
+            && !(theirs == mine && self.settings.priority > priority)
+            && (self.proposal < term || self.voted_for == Some(from));
+        if theirs == mine && self.settings.priority > priority && term == self.term && self.has_followed {
+            // A better-placed node refuses and stands itself at once.
+            self.election_deadline = self.now;
+        }
+        if grant {
+            self.voted_for = Some(from);
+            // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+            if self.proposal < term && !crate::buggify::bug(crate::buggify::Bug::VoteNotDurable) {
+                out.push(Effect::Persist { proposal: term });
+            }
+            self.proposal = self.proposal.max(term);
+            self.reset_election_timer();
+        }
+        self.send(from, Msg::Vote { granted: grant }, out);
+    }
+
+    fn on_vote(&mut self, from: NodeId, term: u64, granted: bool, out: &mut Vec<Effect>) {
+        self.observe_term(term);
+        if term != self.term || !granted {
+            return;
+        }
+        let quorum = self.settings.quorum();
+        if let Role::Candidate { votes } = &mut self.role {
+            votes.insert(from);
+            if votes.len() >= quorum {
+                self.become_leader(out);
+            }
+        }
+    }
+
+    /// A message from the leader of `term`: follow it.
+    fn follow(&mut self, from: NodeId, term: u64) -> bool {
+        self.observe_term(term);
+        if term < self.term {
+            return false;
+        }
+        match &self.role {
+            Role::Leader { .. } => {
+                // Two leaders in one term cannot happen; refuse to follow rather than guess.
+                return false;
+            }
+            Role::Follower { leader: Some(l), .. } if *l == from => {}
+            _ => {
+                self.become_follower(Some(from));
+                self.has_followed = true;
+            }
+        }
+        self.reset_election_timer();
+        true
+    }
+
+    fn subscribe(&mut self, to: NodeId, before: Option<u64>, out: &mut Vec<Effect>) {
+        let id = match &self.role {
+            Role::Follower { subscription: Some((id, _)), .. } if before.is_some() => *id,
+            _ => {
+                let id = self.next_subscription;
+                self.next_subscription += 1;
+                id
+            }
+        };
+        if let Role::Follower { subscription, .. } = &mut self.role {
+            *subscription = Some((id, false));
+        }
+        let older: Vec<Epoch> = self
+            .epochs
+            .iter()
+            .rev()
+            .filter(|e| before.is_none_or(|b| e.position < b))
+            .take(SUBSCRIBE_EPOCHS)
+            .copied()
+            .collect();
+        let complete = older.last().is_none_or(|e| Some(e) == self.epochs.first());
+        let msg = Msg::Subscribe {
+            subscription: id,
+            durable: self.durable,
+            epochs: older,
+            complete,
+            promotable: !self.settings.read_only,
+        };
+        self.send(to, msg, out);
+    }
+
+    fn on_heartbeat(&mut self, from: NodeId, term: u64, leader_end: u64, commit: u64, out: &mut Vec<Effect>) {
+        if !self.follow(from, term) {
+            if term < self.term {
+                // A deposed leader learns the newer term from the answer.
+                self.send(from, Msg::Vote { granted: false }, out);
+            }
+            return;
+        }
+        let Role::Follower { subscription, leader_end: le, leader_commit, .. } = &mut self.role else {
+            return;
+        };
+        *le = leader_end;
+        *leader_commit = (*leader_commit).max(commit);
+        match *subscription {
+            None => self.subscribe(from, None, out),
+            Some((_, false)) => {
+                // Still waiting for the answer; ask again (it may have been lost).
+                self.subscribe(from, None, out);
+            }
+            Some((id, true)) => {
+                self.publish_followed(out);
+                self.send(from, Msg::Ack { subscription: id, durable: self.durable }, out);
+            }
+        }
+    }
+
+    fn on_older_epochs(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        subscription: u64,
+        before: u64,
+        out: &mut Vec<Effect>,
+    ) {
+        if !self.follow(from, term) {
+            return;
+        }
+        if matches!(self.role, Role::Follower { subscription: Some((id, false)), .. } if id == subscription) {
+            self.subscribe(from, Some(before), out);
+        }
+    }
+
+    /// The leader's answer to a subscription: where the follower's log and ours part, or the
+    /// position of the oldest epoch seen when older ones are needed.
+    fn common_point(&self, durable: u64, epochs: &[Epoch], complete: bool) -> Result<u64, u64> {
+        for (i, e) in epochs.iter().enumerate() {
+            if let Some(k) = self.epochs.iter().position(|x| x == e) {
+                let theirs = if i == 0 { durable } else { epochs[i - 1].position };
+                let ours = self.epochs.get(k + 1).map(|x| x.position).unwrap_or(self.durable);
+                return Ok(theirs.min(ours));
+            }
+        }
+        match epochs.last() {
+            Some(oldest) if !complete => Err(oldest.position),
+            _ => Ok(0),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_subscribe(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        subscription: u64,
+        durable: u64,
+        epochs: &[Epoch],
+        complete: bool,
+        promotable: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        self.observe_term(term);
+        if term != self.term || !self.is_leader() {
+            return;
+        }
+        let now = self.now;
+        let answer = self.common_point(durable, epochs, complete);
+        let Role::Leader { followers, heard, .. } = &mut self.role else { return };
+        heard.insert(from, now);
+        match answer {
+            Err(before) => {
+                self.send(from, Msg::OlderEpochs { subscription, before }, out);
+            }
+            Ok(position) => {
+                followers.insert(
+                    from,
+                    Progress { subscription, promotable, next: position, matched: position, shipping: false },
+                );
+                self.send(from, Msg::Subscribed { subscription, position }, out);
+                self.ship(from, out);
+                self.advance_commit(out);
+            }
+        }
+    }
+
+    fn on_subscribed(&mut self, from: NodeId, term: u64, id: u64, position: u64, out: &mut Vec<Effect>) {
+        if !self.follow(from, term) {
+            return;
+        }
+        if !matches!(self.role, Role::Follower { subscription: Some((s, false)), .. } if s == id) {
+            return;
+        }
+        if position > self.durable {
+            self.refuse(
+                format!(
+                    "the leader {from} subscribed this node at {position}, past its log's end {}",
+                    self.durable
+                ),
+                out,
+            );
+            return;
+        }
+        if position < self.durable {
+            if position < self.committed {
+                self.refuse(
+                    format!(
+                        "refusing to truncate committed records: the leader {from} (term {term}) parts from this \
+                         log at {position}, below its committed position {}",
+                        self.committed
+                    ),
+                    out,
+                );
+                return;
+            }
+            let drop = self.durable - position;
+            if self.settings.max_truncation.is_some_and(|max| drop > max) {
+                self.refuse(
+                    format!(
+                        "refusing to drop {drop} bytes past {position} to follow {from}: more than MaxTruncation ({} bytes)",
+                        self.settings.max_truncation.unwrap_or(0)
+                    ),
+                    out,
+                );
+                return;
+            }
+            tracing::warn!(from = self.durable, to = position, leader = %from, "truncating a divergent tail");
+            // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+            if crate::buggify::bug(crate::buggify::Bug::KeepDivergentTail) {
+                // The tail stays and the leader's records are written after it.
+            } else {
+                out.push(Effect::Truncate { to: position });
+                self.durable = position;
+                self.epochs.retain(|e| e.position < position);
+            }
+        }
+        self.written = self.durable;
+        self.last_refusal = None;
+        if let Role::Follower { subscription, .. } = &mut self.role {
+            *subscription = Some((id, true));
+        }
+        self.send(from, Msg::Ack { subscription: id, durable: self.durable }, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_append(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        id: u64,
+        start: u64,
+        end: u64,
+        data: Bytes,
+        leader_end: u64,
+        commit: u64,
+        out: &mut Vec<Effect>,
+    ) {
+        if !self.follow(from, term) {
+            return;
+        }
+        let Role::Follower { subscription: Some((s, true)), leader_end: le, leader_commit, .. } =
+            &mut self.role
+        else {
+            return;
+        };
+        if *s != id {
+            return;
+        }
+        *le = leader_end;
+        *leader_commit = (*leader_commit).max(commit);
+        if start != self.written {
+            if start > self.written {
+                // A gap: something was lost. Subscribe again from what is durable.
+                self.subscribe(from, None, out);
+            }
+            return;
+        }
+        if end > start {
+            self.written = end;
+            out.push(Effect::Write { from: start, end, data });
+        }
+        self.publish_followed(out);
+    }
+
+    /// A follower publishes what the leader committed and it holds durably.
+    fn publish_followed(&mut self, out: &mut Vec<Effect>) {
+        let Role::Follower { subscription: Some((_, true)), leader_commit, .. } = &self.role else { return };
+        // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+        let upto = if crate::buggify::bug(crate::buggify::Bug::FollowerPublishesUncommitted) {
+            self.durable
+        } else {
+            (*leader_commit).min(self.durable)
+        };
+        if upto > self.committed {
+            self.committed = upto;
+            out.push(Effect::Commit { upto });
+        }
+    }
+
+    fn on_durable(&mut self, end: u64, epochs: Vec<Epoch>, out: &mut Vec<Effect>) {
+        if end < self.durable {
+            return;
+        }
+        self.durable = end;
+        self.written = self.written.max(end);
+        for e in epochs {
+            if self.epochs.last().is_none_or(|l| l.position < e.position) {
+                self.epochs.push(e);
+            }
+        }
+        match &self.role {
+            Role::Leader { .. } => {
+                let ids: Vec<NodeId> = match &self.role {
+                    Role::Leader { followers, .. } => followers.keys().copied().collect(),
+                    _ => Vec::new(),
+                };
+                for id in ids {
+                    self.ship(id, out);
+                }
+                self.advance_commit(out);
+            }
+            Role::Follower { leader: Some(l), subscription: Some((id, true)), .. } => {
+                let (l, id) = (*l, *id);
+                self.publish_followed(out);
+                self.send(l, Msg::Ack { subscription: id, durable: self.durable }, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_epoch_written(&mut self, epoch: Epoch, end: u64, out: &mut Vec<Effect>) {
+        if epoch.number != self.term || !self.is_leader() {
+            return;
+        }
+        if self.epochs.last().is_none_or(|l| l.position < epoch.position) {
+            self.epochs.push(epoch);
+        }
+        if let Role::Leader { epoch: e, .. } = &mut self.role {
+            *e = Some((epoch, end));
+        }
+        self.on_durable(end, Vec::new(), out);
+    }
+
+    fn ship(&mut self, to: NodeId, out: &mut Vec<Effect>) {
+        let (durable, commit) = (self.durable, self.committed);
+        let Role::Leader { followers, .. } = &mut self.role else { return };
+        let Some(p) = followers.get_mut(&to) else { return };
+        if p.shipping || p.next >= durable || p.next - p.matched >= SHIP_WINDOW_BYTES {
+            return;
+        }
+        p.shipping = true;
+        out.push(Effect::Ship { to, subscription: p.subscription, from: p.next, upto: durable, commit });
+    }
+
+    fn on_shipped(&mut self, to: NodeId, subscription: u64, end: u64, out: &mut Vec<Effect>) {
+        let Role::Leader { followers, .. } = &mut self.role else { return };
+        let Some(p) = followers.get_mut(&to) else { return };
+        if p.subscription != subscription {
+            return;
+        }
+        p.shipping = false;
+        p.next = p.next.max(end);
+        self.ship(to, out);
+    }
+
+    fn on_ack(&mut self, from: NodeId, term: u64, id: u64, durable: u64, out: &mut Vec<Effect>) {
+        self.observe_term(term);
+        if term != self.term {
+            return;
+        }
+        let now = self.now;
+        let Role::Leader { followers, heard, .. } = &mut self.role else { return };
+        heard.insert(from, now);
+        let Some(p) = followers.get_mut(&from) else { return };
+        if p.subscription != id {
+            return;
+        }
+        p.matched = p.matched.max(durable.min(self.durable));
+        self.ship(from, out);
+        self.advance_commit(out);
+    }
+
+    /// The leader commits the highest position a quorum of voters holds durably, once its
+    /// term's epoch record is among it.
+    fn advance_commit(&mut self, out: &mut Vec<Effect>) {
+        let Role::Leader { epoch: Some((_, epoch_end)), followers, .. } = &self.role else { return };
+        let mut held: Vec<u64> = followers.values().filter(|p| p.promotable).map(|p| p.matched).collect();
+        held.push(self.durable);
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        let q = self.settings.quorum();
+        // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+        let position = if crate::buggify::bug(crate::buggify::Bug::AckBeforeQuorum) {
+            Some(self.durable)
+        } else {
+            held.get(q - 1).copied()
+        };
+        if let Some(position) = position {
+            if position >= *epoch_end && position > self.committed {
+                self.committed = position;
+                out.push(Effect::Commit { upto: position });
+            }
+        }
+    }
+}
+
+/// States are hashed and compared by everything that decides behaviour, leaving out the fixed
+/// settings and the random generator (it only draws timeouts), so the model checker can tell
+/// explored states apart.
+impl std::hash::Hash for Core {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key().hash(h)
+    }
+}
+
+impl PartialEq for Core {
+    fn eq(&self, other: &Core) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Core {}
+
+type CoreKey<'a> = (
+    (u64, u64, Option<NodeId>, &'a [Epoch], u64, u64, u64),
+    &'a Role,
+    (Duration, Duration, Duration, Duration, bool, u64),
+);
+
+impl Core {
+    fn key(&self) -> CoreKey<'_> {
+        (
+            (
+                self.term,
+                self.proposal,
+                self.voted_for,
+                &self.epochs,
+                self.durable,
+                self.written,
+                self.committed,
+            ),
+            &self.role,
+            (
+                self.now,
+                self.last_heard,
+                self.election_deadline,
+                self.next_heartbeat,
+                self.has_followed,
+                self.next_subscription,
+            ),
+        )
+    }
+}
