@@ -1138,6 +1138,8 @@ impl Config {
         s.max_index_tables = self.max_index_tables;
         s.existence_filter_bytes = self.existence_filter_bytes;
         s.stream_cache_capacity = self.stream_cache_capacity;
+        s.replicated = self.cluster.is_cluster();
+        s.commit_timeout = self.cluster.commit_timeout;
         s
     }
 

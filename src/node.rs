@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::auth::Auth;
+use crate::cluster::shell::Cluster;
 use crate::config::Config;
 use crate::env::Env;
 use crate::scavenge::{ScavengeError, Scavenger};
@@ -32,6 +33,15 @@ pub enum NodeError {
     /// The scavenge database could not be opened.
     #[error("cannot open the scavenge database: {0}")]
     Scavenge(#[from] ScavengeError),
+    /// The replication endpoint could not be bound.
+    #[error("cannot start the cluster node on {addr}: {source}")]
+    Cluster {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The HTTP listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -61,6 +71,10 @@ pub struct Node {
     started_wall_us: i64,
     instance_id: uuid::Uuid,
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// The cluster side, started by [`Node::bind`] on a cluster node.
+    cluster: std::sync::OnceLock<Arc<Cluster>>,
+    /// The database was created empty at this start.
+    fresh: bool,
 }
 
 impl Node {
@@ -70,10 +84,17 @@ impl Node {
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
             tracing::warn!(report = ?store.recovery, "recovery changed the log");
         }
-        // A single node is its own leader: each start begins a new epoch.
-        store.start_epoch([0; 16])?;
+        let fresh = store.log().durable() == 0;
+        let replicated = config.cluster.is_cluster();
+        if !replicated {
+            // A single node is its own leader: each start begins a new epoch. A cluster node
+            // writes nothing until it is elected (then its epoch and, once, the default users).
+            store.start_epoch([0; 16])?;
+        }
         let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
-        auth.ensure_default_users()?;
+        if !replicated {
+            auth.ensure_default_users()?;
+        }
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
@@ -84,6 +105,8 @@ impl Node {
             env,
             config: Arc::new(config),
             shutdown,
+            cluster: std::sync::OnceLock::new(),
+            fresh,
         }))
     }
 
@@ -117,6 +140,11 @@ impl Node {
         &self.services.scavenger
     }
 
+    /// The cluster side (`None` on a single node, or before [`Node::bind`]).
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.get()
+    }
+
     /// When the node started (µs since the epoch).
     pub fn started_wall_us(&self) -> i64 {
         self.started_wall_us
@@ -136,6 +164,9 @@ impl Node {
         let addr = SocketAddr::new(self.config.http_ip, self.config.http_port);
         let listener = self.env.net.listen(addr).await.map_err(|source| NodeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| NodeError::Bind { addr, source })?;
+        if self.config.cluster.is_cluster() && self.cluster.get().is_none() {
+            self.start_cluster(local).await?;
+        }
         let node = self.clone();
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
@@ -146,6 +177,37 @@ impl Node {
             let store = node.store().clone();
             node.env.blocking(move || store.close()).await
         }))
+    }
+
+    /// Starts the cluster side: the replication endpoint, the core's driver, and the task that
+    /// writes the default users whenever this node becomes the leader and they are missing.
+    async fn start_cluster(self: &Arc<Self>, http: SocketAddr) -> Result<(), NodeError> {
+        let cfg = self.config.cluster.clone();
+        let addr = cfg.replication_addr;
+        let cluster = Cluster::start(
+            self.env.clone(),
+            self.store().clone(),
+            cfg,
+            http,
+            *self.instance_id.as_bytes(),
+            self.fresh,
+        )
+        .await
+        .map_err(|source| NodeError::Cluster { addr, source })?;
+        let _ = self.cluster.set(cluster.clone());
+        let node = Arc::downgrade(self);
+        self.env.rt.spawn(Box::pin(async move {
+            let mut seen = 0;
+            loop {
+                seen = cluster.master_terms().wait_until(|t| t > seen).await;
+                let Some(node) = node.upgrade() else { return };
+                let auth = node.auth().clone();
+                if let Err(e) = node.env.blocking(move || auth.ensure_default_users()).await {
+                    tracing::warn!(error = %e, "the new leader could not write the default users; retrying at the next term");
+                }
+            }
+        }));
+        Ok(())
     }
 
     /// Asks the node to stop: the listener closes, requests in flight finish.

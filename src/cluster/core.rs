@@ -659,7 +659,7 @@ impl Core {
                     return;
                 }
                 if self.now >= self.election_deadline {
-                    if self.has_followed {
+                    if self.may_vote() {
                         self.stand(out);
                     } else {
                         // A fresh node does not stand or vote until it has followed a leader;
@@ -670,6 +670,18 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Whether this node may stand and vote. A node whose database was created empty at this
+    /// start may only once it has followed a leader, or when every member it heard from is as
+    /// empty as itself and they are a quorum (a new cluster): a wiped member of a running cluster
+    /// must not vote again in a term it voted in before it was wiped.
+    fn may_vote(&self) -> bool {
+        if self.has_followed {
+            return true;
+        }
+        let heard: Vec<&MemberView> = self.known.values().map(|(v, _)| v).filter(|v| !v.read_only).collect();
+        heard.len() + 1 >= self.settings.quorum() && heard.iter().all(|v| v.epoch.is_none() && v.durable == 0)
     }
 
     fn is_known_replica(&self, id: &NodeId) -> bool {
@@ -809,11 +821,11 @@ impl Core {
         let mine = (self.last_epoch(), self.durable);
         let theirs = (last_epoch, durable);
         let grant = term == self.term
-            && self.has_followed
+            && self.may_vote()
             && theirs >= mine
             && !(theirs == mine && self.settings.priority > priority)
             && (self.proposal < term || self.voted_for == Some(from));
-        if theirs == mine && self.settings.priority > priority && term == self.term && self.has_followed {
+        if theirs == mine && self.settings.priority > priority && term == self.term && self.may_vote() {
             // A better-placed node refuses and stands itself at once.
             self.election_deadline = self.now;
         }
@@ -1203,6 +1215,11 @@ impl Core {
             if position >= *epoch_end && position > self.committed {
                 self.committed = position;
                 out.push(Effect::Commit { upto: position });
+                // Followers learn the new commit at once, not at the next heartbeat.
+                let tell: Vec<NodeId> = followers.keys().copied().collect();
+                for to in tell {
+                    self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: position }, out);
+                }
             }
         }
     }

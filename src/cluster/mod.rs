@@ -11,7 +11,7 @@
 //! A single node (cluster size 1, not a replica) runs none of this: it is its own leader.
 
 pub mod core;
-// shell: next
+pub mod shell;
 pub mod wire;
 
 pub use self::core::{

@@ -50,6 +50,14 @@ pub fn write(e: &WriteError, kind: WriteKind) -> Reply {
         ),
         WriteError::InvalidEvent(why) => Reply::bad_request(format!("Invalid event: {why}")),
         WriteError::Storage(s) => storage(s),
+        WriteError::NotLeader => Reply::plain(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"),
+        WriteError::CommitTimeout => Reply::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            match kind {
+                WriteKind::Delete => "Delete timeout",
+                _ => "Write timeout",
+            },
+        ),
     }
 }
 
@@ -86,6 +94,8 @@ pub fn user(e: &UserError) -> (StatusCode, &'static str) {
         UserError::Invalid(_) => (StatusCode::BAD_REQUEST, "Error"),
         UserError::Write(w) => match w {
             WriteError::Storage(s) => (storage(s).status, "Error"),
+            WriteError::NotLeader => (StatusCode::SERVICE_UNAVAILABLE, "NotReady"),
+            WriteError::CommitTimeout => (StatusCode::INTERNAL_SERVER_ERROR, "Error"),
             WriteError::WrongExpectedVersion { .. } => (StatusCode::REQUEST_TIMEOUT, "TryAgain"),
             WriteError::StreamDeleted
             | WriteError::InvalidStreamName(_)

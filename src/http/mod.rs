@@ -24,6 +24,7 @@ pub mod admin;
 pub mod area;
 pub mod authn;
 pub mod batch;
+pub mod cluster;
 pub mod errors;
 pub mod feed;
 pub mod headers;
@@ -247,6 +248,9 @@ impl Api {
             how,
             body_media,
         };
+        if let Some(reply) = cluster::gate(&self, &route, &req) {
+            return reply;
+        }
         let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
         let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);
         let deadline = self.node.env().rt.sleep(limit);

@@ -48,7 +48,11 @@ pub fn info(api: &Api, req: &Req) -> Reply {
         crate::config::RunProjections::System => "System",
         crate::config::RunProjections::All => "All",
     };
-    let v = json!({"esVersion": ES_VERSION, "state": "master", "projectionsMode": mode});
+    let state = match api.node.cluster() {
+        Some(c) => c.status().state.name().to_ascii_lowercase(),
+        None => "master".to_owned(),
+    };
+    let v = json!({"esVersion": ES_VERSION, "state": state, "projectionsMode": mode});
     Reply::body(StatusCode::OK, req.media, serde_json::to_vec_pretty(&v).unwrap_or_default())
 }
 
@@ -80,6 +84,9 @@ pub fn options(api: &Api, req: &Req) -> Reply {
 pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
     if api.node.config().values.get("GossipOnSingleNode").is_some_and(|(v, _)| v == "false") {
         return Reply::status(StatusCode::NOT_FOUND, "Not Found");
+    }
+    if let Some(cluster) = api.node.cluster() {
+        return cluster_gossip(api, req, cluster);
     }
     let node = api.node.clone();
     let (epoch_position, epoch_number, epoch_id, writer, chaser, committed) = node
@@ -115,6 +122,70 @@ pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
         "nodePriority": 0,
     });
     let v = json!({"members": [member], "serverIp": ip, "serverPort": port});
+    document(req, "ClusterInfo", &v).header("cache-control", NO_CACHE)
+}
+
+/// `GET /gossip` on a cluster node: every member as this node knows it, in v5's shape, sorted
+/// by HTTP endpoint, highest first.
+fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cluster) -> Reply {
+    let st = cluster.status();
+    let now = api.node.env().clock.wall_micros();
+    let mut members: Vec<(String, Value)> = st
+        .members
+        .iter()
+        .map(|(id, view, alive)| {
+            let rip = id.ip().to_string();
+            let (http_ip, http_port) = match view.as_ref().and_then(|v| v.http) {
+                Some(h) => (h.ip().to_string(), h.port()),
+                None => (rip.clone(), 0),
+            };
+            let m = match view {
+                Some(v) => {
+                    let (epoch_position, epoch_number, epoch_id) = match v.epoch {
+                        Some(e) => (e.position as i64, e.number as i64, uuid::Uuid::from_bytes(e.id)),
+                        None => (-1, -1, uuid::Uuid::nil()),
+                    };
+                    json!({
+                        "instanceId": uuid::Uuid::from_bytes(v.instance).to_string(),
+                        "timeStamp": iso8601(now),
+                        "state": v.state.name(),
+                        "isAlive": alive,
+                        "internalTcpIp": rip, "internalTcpPort": id.port(), "internalSecureTcpPort": 0,
+                        "externalTcpIp": http_ip, "externalTcpPort": 0, "externalSecureTcpPort": 0,
+                        "internalHttpIp": http_ip, "internalHttpPort": http_port,
+                        "externalHttpIp": http_ip, "externalHttpPort": http_port,
+                        "lastCommitPosition": v.committed,
+                        "writerCheckpoint": v.durable,
+                        "chaserCheckpoint": v.committed,
+                        "epochPosition": epoch_position,
+                        "epochNumber": epoch_number,
+                        "epochId": epoch_id.to_string(),
+                        "nodePriority": v.priority,
+                        "isReadOnlyReplica": v.read_only,
+                    })
+                }
+                // A configured member not heard from yet: a seed placeholder.
+                None => json!({
+                    "instanceId": uuid::Uuid::nil().to_string(),
+                    "timeStamp": iso8601(now),
+                    "state": "Manager",
+                    "isAlive": false,
+                    "internalTcpIp": rip, "internalTcpPort": id.port(), "internalSecureTcpPort": 0,
+                    "externalTcpIp": rip, "externalTcpPort": id.port(), "externalSecureTcpPort": 0,
+                    "internalHttpIp": rip, "internalHttpPort": id.port(),
+                    "externalHttpIp": rip, "externalHttpPort": id.port(),
+                    "lastCommitPosition": -1, "writerCheckpoint": -1, "chaserCheckpoint": -1,
+                    "epochPosition": -1, "epochNumber": -1, "epochId": uuid::Uuid::nil().to_string(),
+                    "nodePriority": 0,
+                }),
+            };
+            (format!("{http_ip}:{http_port:05}"), m)
+        })
+        .collect();
+    members.sort_by(|a, b| b.0.cmp(&a.0));
+    let members: Vec<Value> = members.into_iter().map(|(_, m)| m).collect();
+    let v =
+        json!({"members": members, "serverIp": api.local.ip().to_string(), "serverPort": api.local.port()});
     document(req, "ClusterInfo", &v).header("cache-control", NO_CACHE)
 }
 

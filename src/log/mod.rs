@@ -272,6 +272,8 @@ pub struct Log {
     chunks: RwLock<BTreeMap<u32, Arc<Chunk>>>,
     /// What readers see: at most `durable`.
     committed: AtomicU64,
+    /// A cluster node's log: the chaser follows the committed position.
+    replicated: std::sync::atomic::AtomicBool,
     /// The durable end (`writer.chk`).
     durable: AtomicU64,
     /// Checkpoint files.
@@ -376,7 +378,33 @@ impl Log {
     /// what a quorum holds.
     pub fn publish(&self, pos: u64) {
         debug_assert!(pos <= self.durable(), "publishing {pos} past the durable end {}", self.durable());
-        self.committed.fetch_max(pos.min(self.durable()), Ordering::AcqRel);
+        let to = pos.min(self.durable());
+        let before = self.committed.fetch_max(to, Ordering::AcqRel);
+        if to > before && self.replicated.load(Ordering::Acquire) {
+            // Not synced: a restart publishes at most this, and less is safe (it waits for the
+            // leader to say again what is committed).
+            if let Err(e) = self.checkpoints.chaser.write(to as i64) {
+                tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
+            }
+        }
+    }
+
+    /// Makes this a cluster node's log: `chaser.chk` follows the committed position instead of
+    /// the durable end, and the committed position starts at `known` (what is known to be
+    /// committed: the larger of `chaser.chk` and the index checkpoint), not at the durable end.
+    pub fn set_replicated(&self, known: u64) {
+        self.replicated.store(true, Ordering::Release);
+        self.committed.store(known.min(self.durable()), Ordering::Release);
+    }
+
+    /// The largest record body accepted.
+    pub fn max_body(&self) -> u32 {
+        self.max_body
+    }
+
+    /// Whether this is a cluster node's log ([`Log::set_replicated`]).
+    pub fn is_replicated(&self) -> bool {
+        self.replicated.load(Ordering::Acquire)
     }
 
     /// Data bytes per chunk.
@@ -418,10 +446,22 @@ impl Log {
 
     /// End (exclusive, logical position) of readable data in `c`.
     fn readable_end(&self, c: &Chunk) -> u64 {
+        self.readable_end_to(c, self.committed())
+    }
+
+    /// The end of what can be read in `c` up to `horizon` (the committed or the durable end).
+    fn readable_end_to(&self, c: &Chunk, horizon: u64) -> u64 {
         let base = c.header.start as u64 * self.cfg.chunk_size;
         let span = (c.header.end - c.header.start + 1) as u64 * self.cfg.chunk_size;
         let end = base + c.data_end.load(Ordering::Acquire).min(span);
-        end.min(self.committed())
+        end.min(horizon)
+    }
+
+    /// Reads the record at `pos`, which must be the start of a durable record, committed or not
+    /// (a cluster's replication and epoch bookkeeping; readers use [`Log::read`]).
+    pub fn read_durable(&self, pos: u64) -> Result<Record, LogError> {
+        let c = self.chunk_for(pos).ok_or(LogError::OutOfRange(pos))?;
+        self.read_to(&c, pos, self.readable_end_to(&c, self.durable()))
     }
 
     /// Reads the record at `pos`, which must be the start of a committed record.
@@ -432,7 +472,10 @@ impl Log {
     }
 
     fn read_in(&self, c: &Chunk, pos: u64) -> Result<Record, LogError> {
-        let end = self.readable_end(c);
+        self.read_to(c, pos, self.readable_end(c))
+    }
+
+    fn read_to(&self, c: &Chunk, pos: u64, end: u64) -> Result<Record, LogError> {
         if pos >= end {
             return Err(LogError::OutOfRange(pos));
         }

@@ -77,6 +77,7 @@ impl Log {
             cfg,
             chunks: RwLock::new(BTreeMap::new()),
             committed: AtomicU64::new(0),
+            replicated: std::sync::atomic::AtomicBool::new(false),
             durable: AtomicU64::new(0),
             checkpoints,
             prepared: Mutex::new(None),

@@ -1,8 +1,8 @@
 //! Forward scans over the committed log ([`Log::scan`]): records in log order, read in large
 //! pieces and decoded without copying, across chunk boundaries, padding and scavenged chunks.
 //!
-//! Invariant: a scan never returns a record at or past [`Log::committed`] (nor past its own
-//! limit); after an error it ends.
+//! Invariant: a scan never returns a record at or past [`Log::committed`] (a durable scan:
+//! [`Log::durable`]), nor past its own limit; after an error it ends.
 
 use std::sync::Arc;
 
@@ -14,7 +14,13 @@ use super::{Chunk, Log, LogError, SCAN_READ_BYTES};
 impl Log {
     /// Scans committed records forward from `from` (a record start or chunk boundary).
     pub fn scan(&self, from: u64) -> Scan<'_> {
-        Scan { log: self, pos: from, buf: Bytes::new(), buf_off: 0, chunk: None, limit: None }
+        Scan { log: self, pos: from, buf: Bytes::new(), buf_off: 0, chunk: None, limit: None, durable: false }
+    }
+
+    /// Scans durable records forward from `from`, committed or not: what a cluster's leader
+    /// ships and what a node publishes once a quorum holds it. Readers use [`Log::scan`].
+    pub fn scan_durable(&self, from: u64) -> Scan<'_> {
+        Scan { durable: true, ..self.scan(from) }
     }
 }
 
@@ -27,6 +33,8 @@ pub struct Scan<'a> {
     buf_off: u64,
     chunk: Option<Arc<Chunk>>,
     limit: Option<u64>,
+    /// Whether the scan reaches the durable end rather than the committed one.
+    durable: bool,
 }
 
 impl Scan<'_> {
@@ -60,7 +68,8 @@ impl Scan<'_> {
     fn next_framed(&mut self) -> Result<Option<(Record, Bytes)>, LogError> {
         let size = self.log.cfg.chunk_size;
         loop {
-            let stop = self.limit.unwrap_or(u64::MAX).min(self.log.committed());
+            let horizon = if self.durable { self.log.durable() } else { self.log.committed() };
+            let stop = self.limit.unwrap_or(u64::MAX).min(horizon);
             if self.pos >= stop {
                 return Ok(None);
             }
@@ -80,7 +89,7 @@ impl Scan<'_> {
             };
             let base = c.header.start as u64 * size;
             let span_end = (c.header.end as u64 + 1) * size;
-            let end = self.log.readable_end(&c).min(stop);
+            let end = self.log.readable_end_to(&c, horizon).min(stop);
             let next = c.first_from(base, self.pos).filter(|(p, _)| *p < end);
             let Some((pos, off)) = next else {
                 if end < stop || span_end <= stop {

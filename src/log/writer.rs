@@ -204,8 +204,11 @@ impl LogWriter {
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
         // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable
         // already, so failing to write it must not turn the commit into a reported failure.
-        if let Err(e) = cps.chaser.write(self.pos as i64) {
-            tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
+        // A cluster node's chaser follows the committed position instead (Log::publish).
+        if !self.log.is_replicated() {
+            if let Err(e) = cps.chaser.write(self.pos as i64) {
+                tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
+            }
         }
         let moved = self.log.env.clock.monotonic();
         crate::env::add_elapsed(&self.log.commit_data_ns, started, synced);

@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::engine::{self, StreamState};
+use super::replicated::Awaiting;
 use super::stage::Staged;
 use super::{lock, Committed, NewEvent, StorageError, Store, WriteError, WriteOp, WriteResult};
 use crate::log::LogError;
@@ -33,7 +34,7 @@ pub(super) enum Waiter {
 }
 
 impl Waiter {
-    fn done(self, r: Result<WriteResult, WriteError>) {
+    pub(super) fn done(self, r: Result<WriteResult, WriteError>) {
         match self {
             Waiter::Thread(tx) => {
                 let _ = tx.send(Reply::Done(r));
@@ -81,7 +82,18 @@ impl Store {
     pub async fn write_async(&self, op: WriteOp) -> Result<WriteResult, WriteError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let leader = self.enqueue(op, Waiter::Task(tx)).then(|| self.start_leader());
-        let r = rx.await.unwrap_or_else(|_| Err(StorageError::Io("the writer stopped".into()).into()));
+        let stopped = || Err(StorageError::Io("the writer stopped".into()).into());
+        let r = if self.cfg.replicated {
+            // A quorum may not come: answer within the commit timeout (the write may still
+            // commit; a retry with the same event ids is safe).
+            let timeout = self.env.rt.sleep(self.cfg.commit_timeout);
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| stopped()),
+                _ = timeout => Err(WriteError::CommitTimeout),
+            }
+        } else {
+            rx.await.unwrap_or_else(|_| stopped())
+        };
         // In simulations the leader ran inline; its modelled I/O time passes here, as it did when
         // HTTP appends went through `Env::blocking`. A real leader is not waited for: it may go on
         // with later groups.
@@ -116,6 +128,18 @@ impl Store {
         q.pending.push_back(Pending { op, bytes, tx });
         self.stats.queued.store(q.pending.len() as u64, Ordering::Relaxed);
         !std::mem::replace(&mut q.leader, true)
+    }
+
+    /// Starts a leader when writes are queued and none runs (after a release or a change of
+    /// role), so they are committed or refused.
+    pub(super) fn kick(&self) {
+        let mut q = lock(&self.queue);
+        if q.pending.is_empty() || q.leader || self.holding() {
+            return;
+        }
+        q.leader = true;
+        drop(q);
+        drop(self.start_leader());
     }
 
     /// Runs a dedicated leader on the writer's lane (the leader flag is already set).
@@ -193,6 +217,11 @@ impl Store {
         loop {
             self.commit_next();
             let mut q = lock(&self.queue);
+            if self.holding() {
+                // A group waits for its quorum; the release starts the next leader.
+                q.leader = false;
+                break;
+            }
             match q.pending.front().map(|p| &p.tx) {
                 None => {
                     q.leader = false;
@@ -216,6 +245,18 @@ impl Store {
 
     /// Takes the next group off the queue, commits it and answers its callers.
     fn commit_next(&self) {
+        if self.cfg.replicated {
+            if self.holding() {
+                return;
+            }
+            if !self.leading() {
+                let refused: Vec<Pending> = lock(&self.queue).pending.drain(..).collect();
+                for p in refused {
+                    p.tx.done(Err(WriteError::NotLeader));
+                }
+                return;
+            }
+        }
         let batch: Vec<Pending> = {
             let mut q = lock(&self.queue);
             let mut taken = Vec::new();
@@ -234,7 +275,7 @@ impl Store {
         let clock = &self.env.clock;
         let started = clock.monotonic();
         let ops: Vec<&WriteOp> = batch.iter().map(|p| &p.op).collect();
-        let (results, staged, committed) = self.commit_group(&ops);
+        let (results, staged, committed, held) = self.commit_group(&ops);
         let took = (clock.monotonic() - started).as_micros() as u64;
         let s = &self.stats;
         s.flushes.fetch_add(1, Ordering::Relaxed);
@@ -244,16 +285,34 @@ impl Store {
         s.last_flush_us.store(took, Ordering::Relaxed);
         s.total_flush_us.fetch_add(took, Ordering::Relaxed);
         s.max_flush_us.fetch_max(took, Ordering::Relaxed);
-        for (p, r) in batch.into_iter().zip(results) {
-            p.tx.done(r);
+        match held {
+            Some(mut a) => {
+                // Answered when a quorum holds the group (or leadership is lost).
+                a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
+                lock(&self.gate).awaiting.push_back(a);
+                if !self.leading() {
+                    // Leadership went while this group was written: answer it now.
+                    self.set_leading(false);
+                }
+            }
+            None => {
+                for (p, r) in batch.into_iter().zip(results) {
+                    p.tx.done(r);
+                }
+            }
         }
         crate::env::add_elapsed(&s.total_stage_ns, started, staged);
         crate::env::add_elapsed(&s.total_publish_ns, committed, clock.monotonic());
     }
 
     /// Stages, commits and publishes one group; also returns when staging ended and when the
-    /// commit did (monotonic), for the writer's phase statistics.
-    fn commit_group(&self, ops: &[&WriteOp]) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration) {
+    /// commit did (monotonic), for the writer's phase statistics. A cluster node's durable group
+    /// is not published but returned, to wait for its quorum.
+    #[allow(clippy::type_complexity)]
+    fn commit_group(
+        &self,
+        ops: &[&WriteOp],
+    ) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration, Option<Awaiting>) {
         let mut w = lock(&self.writer);
         let start = w.position();
         let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
@@ -292,6 +351,24 @@ impl Store {
         drop(w);
         let committed_at = self.env.clock.monotonic();
         let mut out = Vec::with_capacity(ops.len());
+        if let Ok(end) = commit {
+            self.durable.raise(end);
+            if self.cfg.replicated && end > start {
+                let mut results: Vec<_> = std::mem::take(&mut staged.results)
+                    .into_iter()
+                    .map(|r| {
+                        r.unwrap_or_else(
+                            || Err(StorageError::ReadOnly(LogError::Poisoned.to_string()).into()),
+                        )
+                    })
+                    .collect();
+                results.resize_with(ops.len(), || {
+                    Err(StorageError::ReadOnly(LogError::Poisoned.to_string()).into())
+                });
+                let held = Awaiting { start, end, staged, overlay, answers: Vec::new() };
+                return (results, staged_at, committed_at, Some(held));
+            }
+        }
         match commit {
             Ok(pos) => {
                 let results = std::mem::take(&mut staged.results);
@@ -321,6 +398,6 @@ impl Store {
                 out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));
             }
         }
-        (out, staged_at, committed_at)
+        (out, staged_at, committed_at, None)
     }
 }

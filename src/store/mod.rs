@@ -33,6 +33,7 @@ pub mod follow;
 pub mod metadata;
 pub mod publish;
 mod read;
+mod replicated;
 mod stage;
 mod types;
 
@@ -72,6 +73,10 @@ pub struct Store {
     recent: Mutex<Fifo<[u8; 16], RecentId>>,
     /// The committed position, for [`Follow`] cursors waiting for new commits.
     committed: Watermark,
+    /// The durable end of the log, for a cluster's shell (raised after every flush).
+    durable: Watermark,
+    /// A cluster node's writes waiting for their quorum, and whether it takes writes.
+    gate: Mutex<replicated::Gate>,
     /// Which streams recently published batches wrote, for cursors that need only that.
     summaries: Mutex<follow::Summaries>,
     /// Writer statistics.
@@ -110,7 +115,14 @@ impl Store {
             },
             log.committed(),
         )?;
+        if cfg.replicated {
+            // Publish no more than is known to be committed: the chaser follows the committed
+            // position, and the index holds only committed records.
+            let known = u64::try_from(log.checkpoints.chaser.read()).unwrap_or(0);
+            log.set_replicated(known.max(index.replay_from()));
+        }
         let committed = Watermark::new(log.committed());
+        let durable = Watermark::new(log.durable());
         let summaries = Mutex::new(follow::Summaries::new(log.committed()));
         let store = Arc::new_cyclic(|me| Store {
             me: me.clone(),
@@ -124,6 +136,8 @@ impl Store {
             queue: Mutex::new(Queue::default()),
             leader_lane: env.rt.lane("annal-writer"),
             committed,
+            durable,
+            gate: Mutex::new(replicated::Gate::default()),
             summaries,
             stats: WriterStats::default(),
             recovery,
@@ -183,6 +197,11 @@ impl Store {
         cps.epoch.write_durable(pos as i64).map_err(|e| StorageError::Io(e.to_string()))?;
         self.apply_committed(Committed::from_records(&self.index, &[], end));
         Ok(EpochRecord { log_position: pos, ..rec })
+    }
+
+    /// The durable end of the log, raised after every flush (a cluster's shell waits on it).
+    pub fn durable_watermark(&self) -> &Watermark {
+        &self.durable
     }
 
     /// The log.

@@ -38,6 +38,13 @@ pub struct StoreConfig {
     pub recent_ids_capacity: usize,
     /// Bytes staged per group commit at most (a single larger operation still goes alone).
     pub group_bytes_max: usize,
+    /// Part of a cluster: nothing is published before a quorum holds it ([`Store::release`]),
+    /// and `chaser.chk` follows the committed position (so a restart publishes no more than was
+    /// committed).
+    pub replicated: bool,
+    /// How long a replicated write waits for its quorum before it is answered with
+    /// [`WriteError::CommitTimeout`] (it stays in the log and may still commit).
+    pub commit_timeout: std::time::Duration,
 }
 
 impl StoreConfig {
@@ -56,6 +63,8 @@ impl StoreConfig {
             stream_cache_capacity: 100_000,
             recent_ids_capacity: 100_000,
             group_bytes_max: 4 * 1024 * 1024,
+            replicated: false,
+            commit_timeout: std::time::Duration::from_secs(2),
         }
     }
 }
@@ -132,6 +141,13 @@ pub enum WriteError {
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// This cluster node does not lead (or no longer does): it takes no writes.
+    #[error("this node is not the leader")]
+    NotLeader,
+    /// A quorum did not confirm the write in time. It stays in the log and may still commit;
+    /// retrying with the same event ids is safe.
+    #[error("the write was not confirmed by a quorum in time")]
+    CommitTimeout,
 }
 
 /// Why a read failed.

@@ -1,0 +1,461 @@
+//! Runs a [`Core`] for real: one driver task owns the core and feeds it, one input at a time,
+//! messages from other nodes, timer ticks and the local log's durable end; it carries out the
+//! effects in order against the store (`proposal.chk`, epoch records, a follower's writes and
+//! truncation, shipping records, publishing) and the `Env` network. Connections carry
+//! [`wire`](super::wire) frames one way each: this node listens on its replication endpoint for
+//! what others send and keeps one outgoing connection per member, reconnecting after
+//! [`RECONNECT_DELAY`].
+//!
+//! Invariants: an effect's disk work completes before the next effect runs (a vote leaves only
+//! after `proposal.chk` holds it); a frame that fails its checks drops the connection that
+//! carried it and reaches the core never; a full outgoing queue drops messages (the protocol
+//! recovers from loss), it never blocks the driver.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use super::core::{
+    Core, Effect, Envelope, Epoch, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
+};
+use super::wire;
+use crate::config::ClusterConfig;
+use crate::env::Env;
+use crate::log::record::{EpochRecord, Record};
+use crate::store::Store;
+
+/// Between reconnection attempts to a member.
+pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+/// Frames queued per outgoing connection before new ones are dropped.
+pub const OUTGOING_FRAMES: usize = 4096;
+/// Bytes of records per [`Msg::Append`].
+pub const SHIP_BATCH_BYTES: usize = 512 << 10;
+/// The core's clock resolution.
+const TICK: Duration = Duration::from_millis(20);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the HTTP API needs to know of the cluster, kept current by the driver.
+#[derive(Clone, Debug)]
+pub struct Status {
+    /// This node's state.
+    pub state: VNodeState,
+    /// The leader's client HTTP endpoint, when known.
+    pub leader_http: Option<SocketAddr>,
+    /// Every member (this node first), with whether it is alive.
+    pub members: Vec<(NodeId, Option<MemberView>, bool)>,
+    /// The term.
+    pub term: u64,
+    /// The last refusal (a reason the node protects its data), if any.
+    pub refusal: Option<String>,
+}
+
+/// A running cluster node.
+pub struct Cluster {
+    env: Env,
+    store: Arc<Store>,
+    cfg: ClusterConfig,
+    inbox: mpsc::UnboundedSender<Input>,
+    outgoing: Mutex<BTreeMap<NodeId, mpsc::Sender<Vec<u8>>>>,
+    status: Mutex<Status>,
+    mastered: crate::env::Watermark,
+}
+
+fn epoch_of(e: &EpochRecord) -> Epoch {
+    Epoch { number: e.epoch_number.max(0) as u64, id: e.epoch_id, position: e.log_position }
+}
+
+impl Cluster {
+    /// Starts the cluster side of a node whose store was recovered (not opened: nothing is
+    /// written before an election). `http` is this node's client endpoint, `fresh` whether its
+    /// database was created empty at this start.
+    pub async fn start(
+        env: Env,
+        store: Arc<Store>,
+        cfg: ClusterConfig,
+        http: SocketAddr,
+        instance: [u8; 16],
+        fresh: bool,
+    ) -> std::io::Result<Arc<Cluster>> {
+        let listener = env.net.listen(cfg.replication_addr).await?;
+        let me = cfg.replication_addr;
+        let s2 = store.clone();
+        let (epochs, proposal) = env
+            .blocking(move || {
+                let epochs = s2.load_epochs();
+                (epochs, s2.log().checkpoints.proposal.read())
+            })
+            .await;
+        let epochs = epochs.map_err(|e| std::io::Error::other(e.to_string()))?;
+        let log = store.log();
+        let persisted = Persisted {
+            proposal: proposal.max(0) as u64,
+            epochs: epochs.iter().map(epoch_of).collect(),
+            durable: log.durable(),
+            committed: log.committed(),
+        };
+        let settings = Settings {
+            me,
+            peers: cfg.gossip_seeds.clone(),
+            cluster_size: cfg.cluster_size,
+            read_only: cfg.read_only_replica,
+            priority: cfg.node_priority,
+            election_timeout: cfg.election_timeout,
+            heartbeat_interval: cfg.heartbeat_interval,
+            max_truncation: cfg.max_truncation,
+            gossip_interval: cfg.gossip_interval,
+            gossip_timeout: cfg.gossip_timeout,
+            http: Some(http),
+            instance,
+            fresh,
+        };
+        tracing::info!(
+            me = %me,
+            size = cfg.cluster_size,
+            epochs = persisted.epochs.len(),
+            durable = persisted.durable,
+            committed = persisted.committed,
+            "starting the cluster node"
+        );
+        let core = Core::new(settings, persisted, env.clock.monotonic(), env.random_u64());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let cluster = Arc::new(Cluster {
+            status: Mutex::new(Status {
+                state: core.state(),
+                leader_http: None,
+                members: core.gossip_members(),
+                term: core.term(),
+                refusal: None,
+            }),
+            env: env.clone(),
+            store,
+            cfg,
+            inbox: tx,
+            outgoing: Mutex::new(BTreeMap::new()),
+            mastered: crate::env::Watermark::new(0),
+        });
+        env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
+        env.rt.spawn(Box::pin(cluster.clone().ticks()));
+        env.rt.spawn(Box::pin(cluster.clone().watch_durable()));
+        env.rt.spawn(Box::pin(cluster.clone().drive(core, rx)));
+        Ok(cluster)
+    }
+
+    /// The cluster as the HTTP API sees it.
+    pub fn status(&self) -> Status {
+        lock(&self.status).clone()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.cfg
+    }
+
+    async fn ticks(self: Arc<Self>) {
+        loop {
+            self.env.rt.sleep(TICK).await;
+            if self.inbox.send(Input::Tick(self.env.clock.monotonic())).is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn watch_durable(self: Arc<Self>) {
+        let mut seen = self.store.durable_watermark().get();
+        loop {
+            seen = self.store.durable_watermark().wait_until(|v| v > seen).await;
+            if self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn accept(self: Arc<Self>, mut listener: Box<dyn crate::env::Listener>) {
+        loop {
+            match listener.accept().await {
+                Ok((conn, peer)) => {
+                    let me = self.clone();
+                    self.env.rt.spawn(Box::pin(async move { me.read_conn(conn, peer).await }));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a replication connection failed");
+                    self.env.rt.sleep(RECONNECT_DELAY).await;
+                }
+            }
+        }
+    }
+
+    async fn read_conn(self: Arc<Self>, mut conn: Box<dyn crate::env::Conn>, peer: SocketAddr) {
+        loop {
+            match wire::read_frame(&mut conn).await {
+                Ok(env) => {
+                    if self.inbox.send(Input::Message(env)).is_err() {
+                        return;
+                    }
+                }
+                Err(wire::ReadError::Io(_)) => return,
+                Err(wire::ReadError::Wire(e)) => {
+                    tracing::warn!(peer = %peer, error = %e, "refusing a frame from another node; dropping its connection");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Queues a frame for `to`, starting its connection on first use.
+    fn send(self: &Arc<Self>, to: NodeId, frame: Vec<u8>) {
+        let tx = {
+            let mut out = lock(&self.outgoing);
+            out.entry(to)
+                .or_insert_with(|| {
+                    let (tx, rx) = mpsc::channel(OUTGOING_FRAMES);
+                    self.env.rt.spawn(Box::pin(self.clone().write_conn(to, rx)));
+                    tx
+                })
+                .clone()
+        };
+        // A full queue drops the message: the protocol recovers from loss.
+        let _ = tx.try_send(frame);
+    }
+
+    async fn write_conn(self: Arc<Self>, to: NodeId, mut rx: mpsc::Receiver<Vec<u8>>) {
+        let mut reported = false;
+        loop {
+            let mut conn = match self.env.net.connect(to).await {
+                Ok(c) => {
+                    if reported {
+                        tracing::info!(peer = %to, "reached a cluster member again");
+                    }
+                    reported = false;
+                    c
+                }
+                Err(e) => {
+                    if !reported {
+                        tracing::warn!(peer = %to, error = %e, "cannot reach a cluster member; retrying");
+                        reported = true;
+                    }
+                    // What queued meanwhile is stale: drop it.
+                    while rx.try_recv().is_ok() {}
+                    self.env.rt.sleep(RECONNECT_DELAY).await;
+                    continue;
+                }
+            };
+            loop {
+                let Some(frame) = rx.recv().await else { return };
+                if conn.write_all(&frame).await.is_err() {
+                    break;
+                }
+                // Send what queued meanwhile in the same flush.
+                let mut failed = false;
+                while let Ok(more) = rx.try_recv() {
+                    if conn.write_all(&more).await.is_err() {
+                        failed = true;
+                        break;
+                    }
+                }
+                if failed || conn.flush().await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn drive(self: Arc<Self>, mut core: Core, mut rx: mpsc::UnboundedReceiver<Input>) {
+        let mut was = core.state();
+        let mut pending: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
+        loop {
+            let input = match pending.pop_front() {
+                Some(i) => i,
+                None => match rx.recv().await {
+                    Some(i) => i,
+                    None => return,
+                },
+            };
+            let effects = core.step(input);
+            for e in effects {
+                if let Some(next) = self.carry_out(&core, e).await {
+                    pending.push_back(next);
+                }
+            }
+            let state = core.state();
+            if state != was {
+                tracing::info!(
+                    term = core.term(),
+                    from = was.name(),
+                    to = state.name(),
+                    "node state changed"
+                );
+                if state == VNodeState::Master {
+                    self.store.set_leading(true);
+                    self.mastered.raise(core.term());
+                } else if was == VNodeState::Master {
+                    self.store.set_leading(false);
+                }
+                was = state;
+            }
+            let leader_http = core.leader().and_then(|l| {
+                if l == core.settings().me {
+                    core.settings().http
+                } else {
+                    core.gossip_members()
+                        .into_iter()
+                        .find(|(id, _, _)| *id == l)
+                        .and_then(|(_, v, _)| v?.http)
+                }
+            });
+            let mut st = lock(&self.status);
+            st.state = state;
+            st.term = core.term();
+            st.leader_http = leader_http;
+            st.members = core.gossip_members();
+        }
+    }
+
+    /// Raised to the term each time this node becomes `Master` (the node then sees to what only
+    /// a leader writes, such as the default users).
+    pub fn master_terms(&self) -> &crate::env::Watermark {
+        &self.mastered
+    }
+
+    /// Carries out one effect; returns the input it produces, if any.
+    async fn carry_out(self: &Arc<Self>, core: &Core, e: Effect) -> Option<Input> {
+        match e {
+            Effect::Send(to, env) => {
+                self.send(to, wire::encode(&env));
+                None
+            }
+            Effect::Persist { proposal } => {
+                let store = self.store.clone();
+                let r = self
+                    .env
+                    .blocking(move || store.log().checkpoints.proposal.write_durable(proposal as i64))
+                    .await;
+                if let Err(e) = r {
+                    // Without the vote on disk nothing that depends on it may leave: stop.
+                    self.fatal(format!("cannot write proposal.chk: {e}"));
+                }
+                None
+            }
+            Effect::WriteEpoch { number } => {
+                let store = self.store.clone();
+                let leader = core.settings().instance;
+                match self.env.blocking(move || store.write_epoch(number, leader)).await {
+                    Ok((rec, end)) => {
+                        tracing::info!(number, position = rec.log_position, "wrote the term's epoch record");
+                        Some(Input::EpochWritten { epoch: epoch_of(&rec), end })
+                    }
+                    Err(e) => {
+                        self.fatal(format!("cannot write the epoch record: {e}"));
+                        None
+                    }
+                }
+            }
+            Effect::Truncate { to } => {
+                let store = self.store.clone();
+                if let Err(e) = self.env.blocking(move || store.truncate_tail(to)).await {
+                    self.fatal(format!("cannot truncate the log to {to}: {e}"));
+                }
+                None
+            }
+            Effect::Write { from, end, data } => {
+                let store = self.store.clone();
+                match self.env.blocking(move || store.replicate(&data)).await {
+                    Ok((durable, epochs)) => Some(Input::Durable {
+                        end: durable.max(end.min(durable)),
+                        epochs: epochs.iter().map(epoch_of).collect(),
+                    }),
+                    Err(e) => {
+                        tracing::error!(from, end, error = %e, "writing the leader's records failed");
+                        self.fatal(format!("cannot write the leader's records: {e}"));
+                        None
+                    }
+                }
+            }
+            Effect::Ship { to, subscription, from, upto, commit } => {
+                let store = self.store.clone();
+                let read = self.env.blocking(move || read_frames(&store, from, upto)).await;
+                match read {
+                    Ok((data, end)) => {
+                        let env = Envelope {
+                            from: core.settings().me,
+                            cluster_size: core.settings().cluster_size as u32,
+                            term: core.term(),
+                            msg: Msg::Append {
+                                subscription,
+                                from,
+                                end,
+                                data,
+                                leader_end: core.durable(),
+                                commit,
+                            },
+                        };
+                        self.send(to, wire::encode(&env));
+                        Some(Input::Shipped { to, subscription, end })
+                    }
+                    Err(e) => {
+                        tracing::error!(to = %to, from, error = %e, "cannot read records to ship");
+                        None
+                    }
+                }
+            }
+            Effect::Commit { upto } => {
+                let store = self.store.clone();
+                if let Err(e) = self.env.blocking(move || store.release(upto)).await {
+                    tracing::error!(upto, error = %e, "publishing committed records failed");
+                }
+                None
+            }
+            Effect::Refused(why) => {
+                tracing::error!("{why}");
+                lock(&self.status).refusal = Some(why);
+                None
+            }
+        }
+    }
+
+    fn fatal(&self, why: String) {
+        tracing::error!("{why}; this node stops taking part in the cluster");
+        lock(&self.status).refusal = Some(why);
+        self.store.set_leading(false);
+    }
+}
+
+/// Reads whole durable records from `from` (at most [`SHIP_BATCH_BYTES`], at least one record,
+/// none at or past `upto`): their frames back to back and the position after the last one.
+fn read_frames(store: &Store, from: u64, upto: u64) -> Result<(Bytes, u64), crate::log::LogError> {
+    let mut scan = store.log().scan_durable(from).until(upto);
+    let mut out = Vec::new();
+    let mut end = from;
+    let mut expect = from;
+    while let Some(r) = scan.next_with_frame() {
+        let (rec, frame) = r?;
+        let at = match &rec {
+            Record::Event(e) => e.log_position,
+            Record::Epoch(e) => e.log_position,
+        };
+        if at != expect && !(at > expect && at % store.log().chunk_size() == 0) {
+            // A scavenged chunk has gaps: its records cannot be replayed one by one.
+            return Err(crate::log::LogError::Invalid(format!(
+                "the records at {expect} were scavenged; a follower this far behind needs whole chunks"
+            )));
+        }
+        out.extend_from_slice(&frame);
+        end = scan.position();
+        expect = end;
+        if out.len() >= SHIP_BATCH_BYTES {
+            break;
+        }
+    }
+    if out.is_empty() {
+        // Nothing but the rest of a completed chunk lies before `upto`.
+        end = upto.max(from);
+    }
+    Ok((Bytes::from(out), end))
+}

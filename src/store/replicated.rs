@@ -1,0 +1,278 @@
+//! The store as a cluster node: writes wait for a quorum, and the log follows a leader.
+//!
+//! On the leader, a flushed group is not published: it waits in the [`Gate`] until the cluster
+//! says a quorum holds it ([`Store::release`]), and the write queue stages no further group while
+//! one waits, so every decision is taken against committed states only (expected versions and
+//! idempotent retries included: a retry of a write still waiting is decided after it). A write
+//! whose quorum does not come within the commit timeout is answered
+//! [`WriteError::CommitTimeout`](super::WriteError::CommitTimeout) and stays in the log, to be
+//! committed or truncated later; when leadership is lost, everything waiting is answered the same
+//! way.
+//!
+//! On a follower, the leader's records are written at the leader's positions and flushed
+//! ([`Store::replicate`]), a divergent tail is dropped ([`Store::truncate_tail`]), and records
+//! are published once the leader says they are committed ([`Store::release`]), never splitting
+//! an atomic write.
+//!
+//! Invariants: publishing happens in log order and only up to a position the cluster committed;
+//! an answer to a replicated write is a success only after its group was published.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::commit::Waiter;
+use super::engine::StreamState;
+use super::stage::Staged;
+use super::{lock, Committed, StorageError, Store, WriteError, WriteResult};
+use crate::log::record::{self, flags, EpochRecord, Record};
+
+/// Groups waiting for their quorum (the leader's), and whether this node takes writes.
+#[derive(Default)]
+pub(super) struct Gate {
+    /// This node leads and its term's epoch is committed.
+    pub leading: bool,
+    /// Durable groups, in log order, not yet published.
+    pub awaiting: VecDeque<Awaiting>,
+}
+
+/// A durable group waiting for its quorum.
+pub(super) struct Awaiting {
+    pub start: u64,
+    pub end: u64,
+    pub staged: Staged,
+    pub overlay: BTreeMap<String, StreamState>,
+    pub answers: Vec<(Waiter, Result<WriteResult, WriteError>)>,
+}
+
+/// Records published per batch when a range of the log is released.
+const RELEASE_BATCH_RECORDS: usize = 16_384;
+
+impl Store {
+    /// Whether a group waits for its quorum (no further group is staged meanwhile).
+    pub(super) fn holding(&self) -> bool {
+        !lock(&self.gate).awaiting.is_empty()
+    }
+
+    /// Whether this node takes writes: a single node always; a cluster node while it leads.
+    pub(super) fn leading(&self) -> bool {
+        !self.cfg.replicated || lock(&self.gate).leading
+    }
+
+    /// Whether this cluster node currently takes writes.
+    pub fn is_leading(&self) -> bool {
+        self.leading()
+    }
+
+    /// Opens or closes this node for writes (a cluster's leader, once its epoch is committed).
+    /// Closing answers every waiting write with a commit timeout (their outcome is unknown: a
+    /// new leader may commit or drop them) and every queued one with "not the leader".
+    pub fn set_leading(&self, leading: bool) {
+        let dropped: Vec<Awaiting> = {
+            let mut g = lock(&self.gate);
+            g.leading = leading;
+            if leading {
+                Vec::new()
+            } else {
+                g.awaiting.drain(..).collect()
+            }
+        };
+        for a in dropped {
+            for (w, _) in a.answers {
+                w.done(Err(WriteError::CommitTimeout));
+            }
+        }
+        self.kick();
+    }
+
+    /// Writes an epoch record numbered `number`, led by `leader`, at the end of the log, makes it
+    /// durable and points `epoch.chk` at it, without publishing it (a cluster's leader starting
+    /// its term). Returns the record and the position after it.
+    pub fn write_epoch(&self, number: u64, leader: [u8; 16]) -> Result<(EpochRecord, u64), StorageError> {
+        let mut w = lock(&self.writer);
+        let cps = &self.log.checkpoints;
+        let rec = EpochRecord {
+            log_position: 0,
+            epoch_number: number as i64,
+            epoch_id: *self.env.new_uuid().as_bytes(),
+            prev_epoch_position: cps.epoch.read(),
+            timestamp_us: self.env.clock.wall_micros(),
+            leader_id: leader,
+        };
+        let mut probe = Vec::new();
+        record::encode_epoch(&rec, &mut probe);
+        let pos = w.append(probe.len() as u64, |pos, out| {
+            record::encode_epoch(&EpochRecord { log_position: pos, ..rec.clone() }, out)
+        })?;
+        let end = w.flush()?;
+        cps.epoch.write_durable(pos as i64).map_err(|e| StorageError::Io(e.to_string()))?;
+        self.durable.raise(end);
+        Ok((EpochRecord { log_position: pos, ..rec }, end))
+    }
+
+    /// Writes a leader's records (whole frames, each at the position it names), makes them
+    /// durable and moves `epoch.chk` to the last epoch record among them. Returns the durable end
+    /// and the epoch records written.
+    pub fn replicate(&self, frames: &[u8]) -> Result<(u64, Vec<EpochRecord>), StorageError> {
+        let mut w = lock(&self.writer);
+        let mut epochs = Vec::new();
+        let mut at = 0usize;
+        while at < frames.len() {
+            let rest = &frames[at..];
+            let body =
+                rest.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).unwrap_or(0);
+            let len = body + record::FRAME_OVERHEAD as usize;
+            if body < record::BODY_HEADER || body > self.log.max_body() as usize || rest.len() < len {
+                return Err(StorageError::Io(format!(
+                    "a replicated frame at offset {at} is malformed or cut short"
+                )));
+            }
+            let frame = &rest[..len];
+            let pos = u64::from_le_bytes(frame[10..18].try_into().unwrap_or_default());
+            w.append_at(pos, frame)?;
+            if let Ok((Record::Epoch(e), _)) = record::decode(frame, pos, self.log.max_body()) {
+                epochs.push(e);
+            }
+            at += len;
+        }
+        let end = w.flush()?;
+        if let Some(last) = epochs.last() {
+            let cps = &self.log.checkpoints;
+            cps.epoch.write_durable(last.log_position as i64).map_err(|e| StorageError::Io(e.to_string()))?;
+        }
+        self.durable.raise(end);
+        Ok((end, epochs))
+    }
+
+    /// Drops the log past `to`: a divergent tail that was never committed.
+    pub fn truncate_tail(&self, to: u64) -> Result<(), StorageError> {
+        let mut w = lock(&self.writer);
+        w.truncate_to(to)?;
+        // epoch.chk names the newest epoch record left (truncation reset it if it was dropped).
+        if self.log.checkpoints.epoch.read() < 0 {
+            if let Some(e) = self.load_epochs()?.last() {
+                let cps = &self.log.checkpoints;
+                cps.epoch
+                    .write_durable(e.log_position as i64)
+                    .map_err(|e| StorageError::Io(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every epoch record of the durable log, oldest first: found from `epoch.chk` (or, when it
+    /// is unset, by reading the log) and then by following each record's
+    /// link to the one before.
+    pub fn load_epochs(&self) -> Result<Vec<EpochRecord>, StorageError> {
+        let mut at = self.log.checkpoints.epoch.read();
+        if at < 0 || at as u64 >= self.log.durable() {
+            // Rare (a log written before epochs were tracked, or an interrupted truncation):
+            // the last epoch record is found by reading the log once.
+            at = -1;
+            for r in self.log.scan_durable(0) {
+                if let Record::Epoch(e) = r? {
+                    at = e.log_position as i64;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while at >= 0 {
+            match self.log.read_durable(at as u64) {
+                Ok(Record::Epoch(e)) => {
+                    at = e.prev_epoch_position;
+                    out.push(e);
+                }
+                // A scavenged chunk may have dropped old epochs: the chain ends there.
+                Ok(Record::Event(_)) | Err(crate::log::LogError::OutOfRange(_)) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Publishes the log up to `upto`, which the cluster committed: waiting groups (answered in
+    /// order) and, between them, records a previous leader wrote. Stops short of `upto` rather
+    /// than split a group or an atomic write.
+    pub fn release(&self, upto: u64) -> Result<(), StorageError> {
+        let upto = upto.min(self.log.durable());
+        loop {
+            let next = {
+                let g = lock(&self.gate);
+                g.awaiting.front().map(|a| (a.start, a.end))
+            };
+            match next {
+                Some((start, end)) if end <= upto => {
+                    self.publish_records(start)?;
+                    let Some(a) = lock(&self.gate).awaiting.pop_front() else { continue };
+                    let results: Vec<_> = a
+                        .answers
+                        .into_iter()
+                        .map(|(w, r)| {
+                            (
+                                w,
+                                r.map(|mut ok| {
+                                    ok.commit_position = a.end;
+                                    ok
+                                }),
+                            )
+                        })
+                        .collect();
+                    self.apply_committed(Committed::staged(a.end, a.staged, a.overlay));
+                    for (w, r) in results {
+                        w.done(r);
+                    }
+                }
+                Some((start, _)) => {
+                    self.publish_records(start.min(upto))?;
+                    break;
+                }
+                None => {
+                    self.publish_records(upto)?;
+                    break;
+                }
+            }
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Publishes the durable records between the committed position and `to`, ending after the
+    /// last record that closes an atomic write (or an epoch record).
+    fn publish_records(&self, to: u64) -> Result<(), StorageError> {
+        let from = self.log.committed();
+        if to <= from {
+            return Ok(());
+        }
+        let mut scan = self.log.scan_durable(from).until(to);
+        let mut batch = Vec::new();
+        let mut safe = from;
+        let mut safe_len = 0;
+        while let Some(rec) = scan.next() {
+            let rec = rec?;
+            match rec {
+                Record::Epoch(_) => {
+                    safe = scan.position();
+                    safe_len = batch.len();
+                }
+                Record::Event(e) => {
+                    let closes = e.flags & flags::TX_END != 0;
+                    batch.push(e);
+                    if closes {
+                        safe = scan.position();
+                        safe_len = batch.len();
+                    }
+                }
+            }
+            if safe_len >= RELEASE_BATCH_RECORDS {
+                let rest = batch.split_off(safe_len);
+                self.apply_committed(Committed::from_records(&self.index, &batch, safe));
+                batch = rest;
+                safe_len = 0;
+            }
+        }
+        batch.truncate(safe_len);
+        if safe > self.log.committed() {
+            self.apply_committed(Committed::from_records(&self.index, &batch, safe));
+        }
+        Ok(())
+    }
+}
