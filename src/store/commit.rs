@@ -88,6 +88,7 @@ impl Store {
             // commit; a retry with the same event ids is safe).
             let timeout = self.env.rt.sleep(self.cfg.commit_timeout);
             tokio::select! {
+                biased;
                 r = rx => r.unwrap_or_else(|_| stopped()),
                 _ = timeout => Err(WriteError::CommitTimeout),
             }
