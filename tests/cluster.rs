@@ -1,0 +1,277 @@
+//! Real processes: three `annal` nodes (and a read-only replica) on loopback ports, driven over
+//! HTTP. Replication, `kill -9` of the leader during appends, a wiped follower catching up, a
+//! replica that serves reads and never leads.
+//!
+//! This test drives processes from outside the node, so it uses the OS directly (clocks,
+//! sockets, processes); the node itself only sees its `Env`.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc {
+    child: Option<Child>,
+    http: u16,
+    repl: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.with_extension("log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_annal"))
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(1);
+    let n = N.fetch_add(1, Ordering::Relaxed) as u128;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    uuid::Uuid::from_u128((nanos << 20) ^ n).to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `n` voting nodes (plus `replicas` read-only replicas) in `root`.
+fn cluster(root: &Path, n: usize, replicas: usize) -> Vec<Proc> {
+    let ports: Vec<(u16, u16)> = (0..n + replicas).map(|_| (free_port(), free_port())).collect();
+    let mut procs = Vec::new();
+    for (i, (http, repl)) in ports.iter().enumerate() {
+        let seeds: Vec<String> =
+            ports[..n].iter().filter(|(_, r)| r != repl).map(|(_, r)| format!("127.0.0.1:{r}")).collect();
+        let dir = root.join(format!("node{i}"));
+        let mut args = vec![
+            "--db".into(),
+            dir.display().to_string(),
+            "--http-port".into(),
+            http.to_string(),
+            "--replication-port".into(),
+            repl.to_string(),
+            "--cluster-size".into(),
+            n.to_string(),
+            "--gossip-seed".into(),
+            seeds.join(","),
+            "--chunk-size".into(),
+            (1 << 20).to_string(),
+        ];
+        if i >= n {
+            args.push("--read-only-replica".into());
+        }
+        let mut p = Proc { child: None, http: *http, repl: *repl, dir, args };
+        p.spawn();
+        procs.push(p);
+    }
+    procs
+}
+
+struct Resp {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Option<Resp> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    req.push_str("Authorization: Basic YWRtaW46Y2hhbmdlaXQ=\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some(Resp { status, headers: head.to_ascii_lowercase(), body: body.to_owned() })
+}
+
+fn state(port: u16) -> Option<String> {
+    let r = request(port, "GET", "/info", &[], "")?;
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    Some(v["state"].as_str()?.to_owned())
+}
+
+fn wait<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The index (in `procs`) of the single master among the live nodes.
+fn master(procs: &[Proc]) -> usize {
+    wait("a leader", Duration::from_secs(20), || {
+        let masters: Vec<usize> = procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.child.is_some() && state(p.http).as_deref() == Some("master"))
+            .map(|(i, _)| i)
+            .collect();
+        (masters.len() == 1).then(|| masters[0])
+    })
+}
+
+fn append(port: u16, stream: &str, n: usize) -> Option<u16> {
+    let id = new_id();
+    let body = format!("{{\"n\":{n}}}");
+    let r = request(
+        port,
+        "POST",
+        &format!("/streams/{stream}"),
+        &[("Content-Type", "application/json"), ("ES-EventType", "t"), ("ES-EventId", &id)],
+        &body,
+    )?;
+    Some(r.status)
+}
+
+/// The event numbers of `stream` a node serves (from its committed records).
+fn events(port: u16, stream: &str) -> Option<Vec<u64>> {
+    let r = request(
+        port,
+        "GET",
+        &format!("/streams/{stream}/0/forward/4096?embed=body"),
+        &[("Accept", "application/json")],
+        "",
+    )?;
+    if r.status == 404 {
+        return Some(Vec::new());
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    let mut out: Vec<u64> =
+        v["entries"].as_array()?.iter().filter_map(|e| e["eventNumber"].as_u64()).collect();
+    out.sort_unstable();
+    Some(out)
+}
+
+fn until_count(port: u16, stream: &str, n: usize) -> Vec<u64> {
+    wait(&format!("{n} events on :{port}"), Duration::from_secs(20), || {
+        events(port, stream).filter(|e| e.len() >= n)
+    })
+}
+
+#[test]
+fn three_nodes_replicate_fail_over_and_rejoin() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    for n in 0..20 {
+        assert_eq!(append(procs[leader].http, "orders", n), Some(201));
+    }
+    for p in &procs {
+        assert_eq!(until_count(p.http, "orders", 20), (0..20).collect::<Vec<_>>());
+    }
+    // A write on a follower is redirected to the leader.
+    let follower = (leader + 1) % 3;
+    let id = new_id();
+    let r = request(
+        procs[follower].http,
+        "POST",
+        "/streams/orders",
+        &[("Content-Type", "application/json"), ("ES-EventType", "t"), ("ES-EventId", &id)],
+        "{}",
+    )
+    .unwrap();
+    assert_eq!(r.status, 307);
+    assert!(r.headers.contains(&format!("location: http://127.0.0.1:{}/streams/orders", procs[leader].http)));
+
+    // kill -9 the leader during appends: everything acknowledged survives on the new leader.
+    let mut acked = 20;
+    for n in 20..30 {
+        if append(procs[leader].http, "orders", n) == Some(201) {
+            acked += 1;
+        }
+    }
+    procs[leader].kill();
+    let killed = Instant::now();
+    let next = master(&procs);
+    assert_ne!(next, leader);
+    wait("a write on the new leader", Duration::from_secs(20), || {
+        (append(procs[next].http, "orders", 999) == Some(201)).then_some(())
+    });
+    println!("failover: a write acknowledged {:?} after kill -9", killed.elapsed());
+    let after = until_count(procs[next].http, "orders", acked + 1);
+    assert!(after.len() > acked, "acknowledged events lost: {} of {acked}", after.len() - 1);
+
+    // The old leader rejoins as a follower and serves the same events.
+    procs[leader].spawn();
+    let total = after.len();
+    assert_eq!(until_count(procs[leader].http, "orders", total).len(), total);
+    wait("the old leader following", Duration::from_secs(20), || {
+        matches!(state(procs[leader].http).as_deref(), Some("slave")).then_some(())
+    });
+}
+
+#[test]
+fn a_wiped_follower_catches_up_and_a_replica_serves_reads() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 1);
+    let leader = master(&procs);
+    for n in 0..50 {
+        assert_eq!(append(procs[leader].http, "items", n), Some(201));
+    }
+    // The replica receives everything, serves reads, never leads and redirects writes.
+    let replica = 3;
+    assert_eq!(until_count(procs[replica].http, "items", 50).len(), 50);
+    assert_eq!(state(procs[replica].http).as_deref(), Some("readonlyreplica"));
+    let r =
+        request(procs[replica].http, "POST", "/streams/items", &[("Content-Type", "application/json")], "{}")
+            .unwrap();
+    assert_eq!(r.status, 307);
+
+    // Wipe a follower: it starts empty and catches up from the leader.
+    let victim = (leader + 1) % 3;
+    procs[victim].kill();
+    std::fs::remove_dir_all(&procs[victim].dir).unwrap();
+    for n in 50..60 {
+        assert_eq!(append(procs[leader].http, "items", n), Some(201));
+    }
+    procs[victim].spawn();
+    assert_eq!(until_count(procs[victim].http, "items", 60).len(), 60);
+    // Its log is the leader's, byte for byte, up to the shorter durable end.
+    let chunk = |p: &Proc| std::fs::read(p.dir.join("chunk-000000.000000")).unwrap();
+    wait("the same chunk on the wiped follower", Duration::from_secs(20), || {
+        (chunk(&procs[victim]) == chunk(&procs[leader])).then_some(())
+    });
+    // Gossip names every member, the replica included, each alive.
+    wait("four live members in gossip", Duration::from_secs(20), || {
+        let gossip = request(procs[victim].http, "GET", "/gossip", &[], "")?;
+        let v: serde_json::Value = serde_json::from_str(&gossip.body).ok()?;
+        let members = v["members"].as_array()?;
+        let live = members.iter().filter(|m| m["isAlive"] == true).count();
+        let ports: Vec<u64> = members.iter().filter_map(|m| m["internalTcpPort"].as_u64()).collect();
+        (live == 4 && ports.contains(&(procs[replica].repl as u64))).then_some(())
+    });
+}
