@@ -164,6 +164,9 @@ pub enum Msg {
         leader_end: u64,
         /// The committed position.
         commit: u64,
+        /// The leader's clock when it sent this (µs, monotonic), echoed in acknowledgements: the
+        /// leader's lease runs from when it asked, not from when it heard back.
+        lease: u64,
     },
     /// A follower asks to be fed from where its log and the leader's agree.
     Subscribe {
@@ -216,6 +219,8 @@ pub enum Msg {
         subscription: u64,
         /// The follower's durable position.
         durable: u64,
+        /// The `lease` of the last heartbeat the follower received (0: none yet).
+        lease: u64,
     },
 }
 
@@ -416,6 +421,8 @@ pub struct Core {
     next_gossip: Duration,
     /// Members known from gossip: their last view and when it arrived.
     known: BTreeMap<NodeId, (MemberView, Duration)>,
+    /// The lease of the last heartbeat received (followers).
+    last_lease: u64,
     /// A refusal already reported, so it is not repeated every heartbeat.
     last_refusal: Option<String>,
     rng: ChaCha8Rng,
@@ -440,6 +447,7 @@ impl Core {
             next_heartbeat: now,
             next_gossip: now,
             known: BTreeMap::new(),
+            last_lease: 0,
             has_followed: !settings.fresh,
             next_subscription: 1,
             last_refusal: None,
@@ -521,6 +529,23 @@ impl Core {
             Role::Leader { epoch: Some((_, end)), .. } if self.committed >= *end => VNodeState::Master,
             Role::Leader { .. } => VNodeState::PreMaster,
         }
+    }
+
+    /// Until when (monotonic) this leader is sure no other node can lead: a quorum (itself
+    /// included) acknowledged heartbeats it sent less than an election timeout before. `None`
+    /// when it does not lead. Followers refuse to vote for an election timeout after they last
+    /// heard from a leader, so no other leader can exist before this instant.
+    pub fn lease_until(&self) -> Option<Duration> {
+        let Role::Leader { heard, followers, .. } = &self.role else { return None };
+        let mut at: Vec<Duration> = heard
+            .iter()
+            .filter(|(id, _)| followers.get(*id).is_none_or(|p| p.promotable))
+            .map(|(_, t)| *t)
+            .collect();
+        // This node itself, from when it became leader onwards.
+        at.push(self.now);
+        at.sort_unstable_by(|a, b| b.cmp(a));
+        at.get(self.settings.quorum() - 1).map(|t| *t + self.settings.election_timeout)
     }
 
     /// Followers' acknowledged durable positions (leader only), for statistics.
@@ -629,19 +654,13 @@ impl Core {
             }
         }
         match &self.role {
-            Role::Leader { heard, followers, .. } => {
-                // Check quorum: a leader cut off from a majority steps down within the timeout.
+            Role::Leader { .. } => {
+                // Check quorum: a leader whose lease ran out (no quorum acknowledged a heartbeat
+                // sent within the election timeout) steps down.
                 let window = self.settings.election_timeout;
-                let live = 1 + heard
-                    .iter()
-                    .filter(|(id, at)| {
-                        self.now.saturating_sub(**at) < window
-                            && followers.get(*id).is_none_or(|p| p.promotable)
-                            && !self.is_known_replica(id)
-                    })
-                    .count();
-                if live < self.settings.quorum() && self.now.saturating_sub(self.last_heard) >= window {
-                    tracing::warn!(term = self.term, live, "leader lost its quorum; stepping down");
+                let expired = self.lease_until().is_none_or(|t| t <= self.now);
+                if expired && self.now.saturating_sub(self.last_heard) >= window {
+                    tracing::warn!(term = self.term, "leader lost its quorum; stepping down");
                     self.become_follower(None);
                     return;
                 }
@@ -684,17 +703,11 @@ impl Core {
         heard.len() + 1 >= self.settings.quorum() && heard.iter().all(|v| v.epoch.is_none() && v.durable == 0)
     }
 
-    fn is_known_replica(&self, id: &NodeId) -> bool {
-        match &self.role {
-            Role::Leader { followers, .. } => followers.get(id).is_some_and(|p| !p.promotable),
-            _ => false,
-        }
-    }
-
     fn heartbeat(&mut self, out: &mut Vec<Effect>) {
         self.next_heartbeat = self.now + self.settings.heartbeat_interval;
         for to in self.members() {
-            self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: self.committed }, out);
+            let lease = self.now.as_micros() as u64;
+            self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: self.committed, lease }, out);
         }
     }
 
@@ -772,7 +785,10 @@ impl Core {
                 self.on_request_vote(from, term, last_epoch, durable, priority, out)
             }
             Msg::Vote { granted } => self.on_vote(from, term, granted, out),
-            Msg::Heartbeat { leader_end, commit } => self.on_heartbeat(from, term, leader_end, commit, out),
+            Msg::Heartbeat { leader_end, commit, lease } => {
+                self.last_lease = lease;
+                self.on_heartbeat(from, term, leader_end, commit, out)
+            }
             Msg::Subscribe { subscription, durable, epochs, complete, promotable } => {
                 self.on_subscribe(from, term, subscription, durable, &epochs, complete, promotable, out)
             }
@@ -785,7 +801,9 @@ impl Core {
             Msg::Append { subscription, from: start, end, data, leader_end, commit } => {
                 self.on_append(from, term, subscription, start, end, data, leader_end, commit, out)
             }
-            Msg::Ack { subscription, durable } => self.on_ack(from, term, subscription, durable, out),
+            Msg::Ack { subscription, durable, lease } => {
+                self.on_ack(from, term, subscription, durable, lease, out)
+            }
             Msg::Gossip(view) => {
                 self.known.insert(from, (view, self.now));
             }
@@ -928,7 +946,11 @@ impl Core {
             }
             Some((id, true)) => {
                 self.publish_followed(out);
-                self.send(from, Msg::Ack { subscription: id, durable: self.durable }, out);
+                self.send(
+                    from,
+                    Msg::Ack { subscription: id, durable: self.durable, lease: self.last_lease },
+                    out,
+                );
             }
         }
     }
@@ -981,10 +1003,8 @@ impl Core {
         if term != self.term || !self.is_leader() {
             return;
         }
-        let now = self.now;
         let answer = self.common_point(durable, epochs, complete);
-        let Role::Leader { followers, heard, .. } = &mut self.role else { return };
-        heard.insert(from, now);
+        let Role::Leader { followers, .. } = &mut self.role else { return };
         match answer {
             Err(before) => {
                 self.send(from, Msg::OlderEpochs { subscription, before }, out);
@@ -1056,7 +1076,7 @@ impl Core {
         if let Role::Follower { subscription, .. } = &mut self.role {
             *subscription = Some((id, true));
         }
-        self.send(from, Msg::Ack { subscription: id, durable: self.durable }, out);
+        self.send(from, Msg::Ack { subscription: id, durable: self.durable, lease: self.last_lease }, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1139,7 +1159,11 @@ impl Core {
             Role::Follower { leader: Some(l), subscription: Some((id, true)), .. } => {
                 let (l, id) = (*l, *id);
                 self.publish_followed(out);
-                self.send(l, Msg::Ack { subscription: id, durable: self.durable }, out);
+                self.send(
+                    l,
+                    Msg::Ack { subscription: id, durable: self.durable, lease: self.last_lease },
+                    out,
+                );
             }
             _ => {}
         }
@@ -1180,14 +1204,16 @@ impl Core {
         self.ship(to, out);
     }
 
-    fn on_ack(&mut self, from: NodeId, term: u64, id: u64, durable: u64, out: &mut Vec<Effect>) {
+    fn on_ack(&mut self, from: NodeId, term: u64, id: u64, durable: u64, lease: u64, out: &mut Vec<Effect>) {
         self.observe_term(term);
         if term != self.term {
             return;
         }
-        let now = self.now;
         let Role::Leader { followers, heard, .. } = &mut self.role else { return };
-        heard.insert(from, now);
+        if lease > 0 {
+            let at = heard.entry(from).or_default();
+            *at = (*at).max(Duration::from_micros(lease));
+        }
         let Some(p) = followers.get_mut(&from) else { return };
         if p.subscription != id {
             return;
@@ -1218,7 +1244,8 @@ impl Core {
                 // Followers learn the new commit at once, not at the next heartbeat.
                 let tell: Vec<NodeId> = followers.keys().copied().collect();
                 for to in tell {
-                    self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: position }, out);
+                    let lease = self.now.as_micros() as u64;
+                    self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: position, lease }, out);
                 }
             }
         }

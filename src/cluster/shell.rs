@@ -55,6 +55,8 @@ pub struct Status {
     pub term: u64,
     /// The last refusal (a reason the node protects its data), if any.
     pub refusal: Option<String>,
+    /// Until when (monotonic) this node surely leads ([`Core::lease_until`]).
+    pub lease_until: Option<Duration>,
 }
 
 /// A running cluster node.
@@ -133,6 +135,7 @@ impl Cluster {
                 members: core.gossip_members(),
                 term: core.term(),
                 refusal: None,
+                lease_until: None,
             }),
             env: env.clone(),
             store,
@@ -315,6 +318,7 @@ impl Cluster {
             st.term = core.term();
             st.leader_http = leader_http;
             st.members = core.gossip_members();
+            st.lease_until = core.lease_until();
         }
     }
 

@@ -2,8 +2,9 @@
 //! node that is not it, and requests that arrive while the node cannot serve.
 //!
 //! Rules (v5's, except that a write on a follower is redirected rather than proxied):
-//! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping answers
-//!   reads and writes with `503 Server Is Not Ready`;
+//! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping, or a
+//!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
+//!   writes with `503 Server Is Not Ready`;
 //! - a write (append, delete, metadata, users, scavenge) on a node that does not lead is answered
 //!   `307 Temporary Redirect` to the same path on the leader when one is known, else `503`;
 //! - a read with `ES-RequireMaster: True` on a node that does not lead is redirected the same
@@ -44,7 +45,12 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Reply> {
     let st = cluster.status();
     let not_ready = || Some(Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"));
     match st.state {
-        VNodeState::Master => return None,
+        // A leader whose lease ran out may have been replaced without knowing it yet: it
+        // serves nothing until it hears from a quorum again (or steps down).
+        VNodeState::Master if st.lease_until.is_some_and(|t| t > api.node.env().clock.monotonic()) => {
+            return None
+        }
+        VNodeState::Master => return not_ready(),
         VNodeState::Initializing | VNodeState::PreMaster | VNodeState::ShuttingDown => return not_ready(),
         _ => {}
     }
