@@ -140,21 +140,33 @@ fn master(procs: &[Proc]) -> usize {
             .filter(|(_, p)| p.child.is_some() && state(p.http).as_deref() == Some("master"))
             .map(|(i, _)| i)
             .collect();
-        (masters.len() == 1).then(|| masters[0])
+        // A new cluster's leader writes the default users first: wait for them.
+        let ready = |i: usize| {
+            request(procs[i].http, "GET", "/users/admin", &[], "").is_some_and(|r| r.status == 200)
+        };
+        (masters.len() == 1 && ready(masters[0])).then(|| masters[0])
     })
 }
 
 fn append(port: u16, stream: &str, n: usize) -> Option<u16> {
+    append_full(port, stream, n).map(|r| {
+        if r.status >= 500 {
+            eprintln!("append {n} on :{port}: {} {}", r.status, r.headers.lines().next().unwrap_or(""));
+        }
+        r.status
+    })
+}
+
+fn append_full(port: u16, stream: &str, n: usize) -> Option<Resp> {
     let id = new_id();
     let body = format!("{{\"n\":{n}}}");
-    let r = request(
+    request(
         port,
         "POST",
         &format!("/streams/{stream}"),
         &[("Content-Type", "application/json"), ("ES-EventType", "t"), ("ES-EventId", &id)],
         &body,
-    )?;
-    Some(r.status)
+    )
 }
 
 /// The event numbers of `stream` a node serves (from its committed records).
@@ -193,23 +205,33 @@ fn three_nodes_replicate_fail_over_and_rejoin() {
     for p in &procs {
         assert_eq!(until_count(p.http, "orders", 20), (0..20).collect::<Vec<_>>());
     }
-    // A write on a follower is redirected to the leader.
+    // A write on a follower is forwarded to the leader (v5 proxies it), or redirected with
+    // ES-RequireMaster: True.
     let follower = (leader + 1) % 3;
+    assert_eq!(append(procs[follower].http, "orders", 20), Some(201));
     let id = new_id();
     let r = request(
         procs[follower].http,
         "POST",
         "/streams/orders",
-        &[("Content-Type", "application/json"), ("ES-EventType", "t"), ("ES-EventId", &id)],
+        &[
+            ("Content-Type", "application/json"),
+            ("ES-EventType", "t"),
+            ("ES-EventId", &id),
+            ("ES-RequireMaster", "True"),
+        ],
         "{}",
     )
     .unwrap();
     assert_eq!(r.status, 307);
     assert!(r.headers.contains(&format!("location: http://127.0.0.1:{}/streams/orders", procs[leader].http)));
+    for p in &procs {
+        assert_eq!(until_count(p.http, "orders", 21).len(), 21);
+    }
 
     // kill -9 the leader during appends: everything acknowledged survives on the new leader.
-    let mut acked = 20;
-    for n in 20..30 {
+    let mut acked = 21;
+    for n in 21..30 {
         if append(procs[leader].http, "orders", n) == Some(201) {
             acked += 1;
         }
@@ -240,22 +262,28 @@ fn a_wiped_follower_catches_up_and_a_replica_serves_reads() {
     let mut procs = cluster(root.path(), 3, 1);
     let leader = master(&procs);
     for n in 0..50 {
-        assert_eq!(append(procs[leader].http, "items", n), Some(201));
+        assert_eq!(append(procs[leader].http, "items", n), Some(201), "append {n}");
     }
     // The replica receives everything, serves reads, never leads and redirects writes.
     let replica = 3;
     assert_eq!(until_count(procs[replica].http, "items", 50).len(), 50);
     assert_eq!(state(procs[replica].http).as_deref(), Some("readonlyreplica"));
-    let r =
-        request(procs[replica].http, "POST", "/streams/items", &[("Content-Type", "application/json")], "{}")
-            .unwrap();
-    assert_eq!(r.status, 307);
+    assert_eq!(append(procs[replica].http, "items", 50), Some(201), "forwarded to the leader");
+    let r = request(
+        procs[replica].http,
+        "POST",
+        "/streams/items",
+        &[("Content-Type", "application/json"), ("ES-EventType", "t"), ("ES-RequireMaster", "True")],
+        "{}",
+    )
+    .unwrap();
+    assert_eq!(r.status, 307, "{} {}", r.headers, r.body);
 
     // Wipe a follower: it starts empty and catches up from the leader.
     let victim = (leader + 1) % 3;
     procs[victim].kill();
     std::fs::remove_dir_all(&procs[victim].dir).unwrap();
-    for n in 50..60 {
+    for n in 51..60 {
         assert_eq!(append(procs[leader].http, "items", n), Some(201));
     }
     procs[victim].spawn();

@@ -170,6 +170,7 @@ impl ClusterModel {
                                 data,
                                 leader_end: log.len() as u64,
                                 commit,
+                                lease: s.nodes[i].core.now().as_micros() as u64,
                             },
                         };
                         let j = index_of(to);

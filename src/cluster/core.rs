@@ -210,6 +210,8 @@ pub enum Msg {
         leader_end: u64,
         /// The committed position.
         commit: u64,
+        /// As in [`Msg::Heartbeat`]: the leader's clock when it shipped this.
+        lease: u64,
     },
     /// Who this node is and where it stands, to every member it knows, every gossip interval.
     Gossip(MemberView),
@@ -704,7 +706,10 @@ impl Core {
     }
 
     fn heartbeat(&mut self, out: &mut Vec<Effect>) {
-        self.next_heartbeat = self.now + self.settings.heartbeat_interval;
+        // Often enough that the lease (an election timeout from a quorum's acknowledgement)
+        // never runs out while the followers answer.
+        let every = self.settings.heartbeat_interval.min(self.settings.election_timeout / 4);
+        self.next_heartbeat = self.now + every;
         for to in self.members() {
             let lease = self.now.as_micros() as u64;
             self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: self.committed, lease }, out);
@@ -798,7 +803,8 @@ impl Core {
             Msg::Subscribed { subscription, position } => {
                 self.on_subscribed(from, term, subscription, position, out)
             }
-            Msg::Append { subscription, from: start, end, data, leader_end, commit } => {
+            Msg::Append { subscription, from: start, end, data, leader_end, commit, lease } => {
+                self.last_lease = self.last_lease.max(lease);
                 self.on_append(from, term, subscription, start, end, data, leader_end, commit, out)
             }
             Msg::Ack { subscription, durable, lease } => {

@@ -398,6 +398,7 @@ impl Cluster {
                                 data,
                                 leader_end: core.durable(),
                                 commit,
+                                lease: core.now().as_micros() as u64,
                             },
                         };
                         self.send(to, wire::encode(&env));

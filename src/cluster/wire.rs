@@ -135,6 +135,7 @@ mod tests {
             data: Bytes::from_static(b"0123456789"),
             leader_end: 200,
             commit: 90,
+            lease: 7,
         });
         assert_eq!(roundtrip(&a).unwrap(), a);
         let s = env(Msg::Subscribe {

@@ -1,22 +1,29 @@
 //! What a cluster node answers that a single node does not: requests that need the leader on a
 //! node that is not it, and requests that arrive while the node cannot serve.
 //!
-//! Rules (v5's, except that a write on a follower is redirected rather than proxied):
+//! Rules (v5's):
 //! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping, or a
 //!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
 //!   writes with `503 Server Is Not Ready`;
-//! - a write (append, delete, metadata, users, scavenge) on a node that does not lead is answered
-//!   `307 Temporary Redirect` to the same path on the leader when one is known, else `503`;
+//! - a write (append, delete, metadata, users, scavenge) on a node that does not lead is
+//!   forwarded to the leader, which answers it (the node relays the answer), or, with
+//!   `ES-RequireMaster: True`, answered `307 Temporary Redirect` to the same path on the leader;
+//!   with no leader known, `503`;
 //! - a read with `ES-RequireMaster: True` on a node that does not lead is redirected the same
 //!   way; other reads are served from the node's committed records (never uncommitted ones).
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use http::{Method, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::area::admin::AdminRoute;
 use super::area::streams::StreamRoute;
 use super::reply::Reply;
 use super::request::Req;
 use super::router::Route;
+use super::wire::Body;
 use super::Api;
 use crate::cluster::VNodeState;
 
@@ -36,14 +43,28 @@ fn writes(route: &Route, method: &Method) -> bool {
     }
 }
 
-/// The answer a cluster node gives instead of handling the request, if any.
-pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Reply> {
+/// What a cluster node does with a request instead of handling it.
+pub enum Gate {
+    /// Answer this.
+    Answer(Reply),
+    /// Forward the request to the leader's HTTP endpoint and relay its answer.
+    Forward(SocketAddr),
+}
+
+/// The largest answer relayed from the leader.
+pub const FORWARD_REPLY_MAX_BYTES: usize = 64 << 20;
+/// How long a forwarded request may take, beyond the commit timeout.
+const FORWARD_SLACK: Duration = Duration::from_secs(5);
+
+/// What a cluster node does instead of handling the request, if anything.
+pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let cluster = api.node.cluster()?;
     if matches!(route, Route::Node(_) | Route::Admin(AdminRoute::Shutdown)) {
         return None;
     }
     let st = cluster.status();
-    let not_ready = || Some(Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"));
+    let not_ready =
+        || Some(Gate::Answer(Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")));
     match st.state {
         // A leader whose lease ran out may have been replaced without knowing it yet: it
         // serves nothing until it hears from a quorum again (or steps down).
@@ -54,15 +75,130 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Reply> {
         VNodeState::Initializing | VNodeState::PreMaster | VNodeState::ShuttingDown => return not_ready(),
         _ => {}
     }
-    let needs_leader = writes(route, &req.method) || req.require_master().unwrap_or(false);
-    if !needs_leader {
+    let write = writes(route, &req.method);
+    let require = req.require_master().unwrap_or(false);
+    if !write && !require {
         return None;
     }
     let Some(leader) = st.leader_http else { return not_ready() };
+    if write && !require && matches!(req.body, Some(Body::Full(_))) {
+        return Some(Gate::Forward(leader));
+    }
     let mut location = format!("http://{leader}{}", req.path);
     if let Some(q) = &req.raw_query {
         location.push('?');
         location.push_str(q);
     }
-    Some(Reply::status(StatusCode::TEMPORARY_REDIRECT, "Temporary Redirect").header("location", location))
+    Some(Gate::Answer(
+        Reply::status(StatusCode::TEMPORARY_REDIRECT, "Temporary Redirect").header("location", location),
+    ))
+}
+
+/// Forwards `req` to the leader at `to` and relays its answer (status, reason, body and the
+/// headers that describe the result), as v5 does for writes on a non-leader. The request goes
+/// as it came (path, query, headers, body) with `X-Forwarded-Host` added.
+pub async fn forward(api: &Api, req: &Req, to: SocketAddr) -> Reply {
+    let limit = api.node.config().cluster.commit_timeout + FORWARD_SLACK;
+    let deadline = api.node.env().rt.sleep(limit);
+    tokio::select! {
+        biased;
+        r = exchange(api, req, to) => match r {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::warn!(leader = %to, error = %e, "forwarding a write to the leader failed");
+                Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")
+            }
+        },
+        _ = deadline => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, "Write timeout"),
+    }
+}
+
+async fn exchange(api: &Api, req: &Req, to: SocketAddr) -> std::io::Result<Reply> {
+    let body = match &req.body {
+        Some(Body::Full(b)) => b.clone(),
+        _ => bytes::Bytes::new(),
+    };
+    let mut head = format!("{} {}", req.method, req.path);
+    if let Some(q) = &req.raw_query {
+        head.push('?');
+        head.push_str(q);
+    }
+    head.push_str(&format!(" HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n"));
+    let mut out = head.into_bytes();
+    let mut forwarded_host = None;
+    for (k, v) in req.headers.iter() {
+        let name = String::from_utf8_lossy(k).to_ascii_lowercase();
+        match name.as_str() {
+            "host" => forwarded_host = Some(v.to_vec()),
+            "connection" | "content-length" | "transfer-encoding" | "keep-alive" | "x-forwarded-host" => {}
+            _ => {
+                out.extend_from_slice(k);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(v);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+    if let Some(h) = forwarded_host {
+        out.extend_from_slice(b"X-Forwarded-Host: ");
+        out.extend_from_slice(&h);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(&body);
+    let mut conn = api.node.env().net.connect(to).await?;
+    conn.write_all(&out).await?;
+    conn.flush().await?;
+    let mut raw = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if raw.len() > FORWARD_REPLY_MAX_BYTES {
+            return Err(std::io::Error::other("the leader's answer is too large to relay"));
+        }
+        if let Some(r) = parse_complete(&raw) {
+            return Ok(r);
+        }
+    }
+    parse_complete(&raw).ok_or_else(|| std::io::Error::other("the leader's answer was cut short"))
+}
+
+/// The relayed reply, once `raw` holds a whole response (head and `Content-Length` bytes).
+fn parse_complete(raw: &[u8]) -> Option<Reply> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let mut status_line = lines.next()?.splitn(3, ' ');
+    let _version = status_line.next()?;
+    let status = StatusCode::from_u16(status_line.next()?.parse().ok()?).ok()?;
+    let reason = status_line.next().unwrap_or("").to_owned();
+    let mut reply = Reply::status(status, reason);
+    let mut len = 0usize;
+    for line in lines {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        if k == "content-length" {
+            len = v.parse().ok()?;
+            continue;
+        }
+        let relay = k == "content-type"
+            || k == "location"
+            || k == "etag"
+            || k == "cache-control"
+            || k.starts_with("es-");
+        if relay {
+            if let (Ok(name), Ok(value)) =
+                (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v))
+            {
+                reply.headers.push((name, value));
+            }
+        }
+    }
+    let body = raw.get(end + 4..end + 4 + len)?;
+    reply.body = bytes::Bytes::copy_from_slice(body);
+    Some(reply)
 }

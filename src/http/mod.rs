@@ -248,8 +248,10 @@ impl Api {
             how,
             body_media,
         };
-        if let Some(reply) = cluster::gate(&self, &route, &req) {
-            return reply;
+        match cluster::gate(&self, &route, &req) {
+            None => {}
+            Some(cluster::Gate::Answer(reply)) => return reply,
+            Some(cluster::Gate::Forward(leader)) => return cluster::forward(&self, &req, leader).await,
         }
         let long_poll = if spec.forward { req.long_poll().ok().flatten().unwrap_or(0) } else { 0 };
         let limit = REQUEST_TIMEOUT + Duration::from_secs(long_poll);

@@ -290,7 +290,11 @@ impl Store {
             Some(mut a) => {
                 // Answered when a quorum holds the group (or leadership is lost).
                 a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
+                let end = a.end;
                 lock(&self.gate).awaiting.push_back(a);
+                // Only now may the cluster learn of these records: a release that came first
+                // would publish them as another leader's, and this group would wait forever.
+                self.durable.raise(end);
                 if !self.leading() {
                     // Leadership went while this group was written: answer it now.
                     self.set_leading(false);
@@ -353,7 +357,6 @@ impl Store {
         let committed_at = self.env.clock.monotonic();
         let mut out = Vec::with_capacity(ops.len());
         if let Ok(end) = commit {
-            self.durable.raise(end);
             if self.cfg.replicated && end > start {
                 let mut results: Vec<_> = std::mem::take(&mut staged.results)
                     .into_iter()
@@ -369,6 +372,7 @@ impl Store {
                 let held = Awaiting { start, end, staged, overlay, answers: Vec::new() };
                 return (results, staged_at, committed_at, Some(held));
             }
+            self.durable.raise(end);
         }
         match commit {
             Ok(pos) => {
