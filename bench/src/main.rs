@@ -15,6 +15,10 @@
 //!   connections, batches of 100, reads of 20-event feed pages. Without `--url` it starts a node
 //!   in-process on an ephemeral loopback port with a fresh data directory under
 //!   `target/bench-data`.
+//! - `annal-bench cluster [--seconds N] [--rounds N] [--trials N]` starts a 3-node cluster of
+//!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
+//!   connections, when followers serve what the leader acknowledged, failover time after
+//!   `kill -9` of the leader, and the catch-up speed of a wiped follower.
 //! - `annal-bench instructions [--appends N]` counts the user-space instructions the node executes
 //!   per single-event HTTP append and per event read, under valgrind's callgrind (repeatable,
 //!   unlike times).
@@ -32,6 +36,7 @@
 // A measurement tool, not node code: it uses OS time, threads, sockets and /proc directly.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod cluster;
 mod disk;
 mod gen;
 mod http;
@@ -64,6 +69,8 @@ pub struct Args {
     pub rounds: usize,
     /// `instructions`: appends to count.
     pub appends: u64,
+    /// `cluster`: failover trials.
+    pub trials: usize,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
@@ -71,6 +78,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench instructions [--appends N]   (needs valgrind)
+       annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
                    (peers needs the peers feature: bench/peers/run.sh)";
 
@@ -88,6 +96,7 @@ fn parse() -> Result<Args, String> {
         port: 2113,
         rounds: 1,
         appends: 6400,
+        trials: 10,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -112,6 +121,9 @@ fn parse() -> Result<Args, String> {
             }
             "--appends" => {
                 a.appends = it.next().and_then(|v| v.parse().ok()).ok_or("--appends needs a number")?
+            }
+            "--trials" => {
+                a.trials = it.next().and_then(|v| v.parse().ok()).ok_or("--trials needs a number")?
             }
             "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
             "--only" => {
@@ -151,12 +163,13 @@ fn main() {
         "disk" => disk::disk(&args),
         "scavenge" => scavenge::scavenge(&args),
         "http" => http::http_mode(&args),
+        "cluster" => cluster::cluster_mode(&args),
         "instructions" => instructions::instructions(&args),
         "peers" => peers_mode(&args),
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }

@@ -325,7 +325,7 @@ pub struct Settings {
     pub read_only: bool,
     /// Election tie-breaker among equally up-to-date nodes.
     pub priority: i64,
-    /// Base election timeout (a follower waits between one and two of these).
+    /// Base election timeout (a follower waits between one and one and a half of these).
     pub election_timeout: Duration,
     /// Between a leader's heartbeats.
     pub heartbeat_interval: Duration,
@@ -597,8 +597,10 @@ impl Core {
     }
 
     fn reset_election_timer(&mut self) {
+        // Between one and one and a half timeouts: enough spread that three or five nodes
+        // rarely stand at once, short enough that a failover takes about one timeout.
         let base = self.settings.election_timeout.as_micros() as u64;
-        let jitter = if base > 0 { self.rng.gen_range(0..base) } else { 0 };
+        let jitter = if base > 1 { self.rng.gen_range(0..base / 2) } else { 0 };
         self.last_heard = self.now;
         self.election_deadline = self.now + Duration::from_micros(base + jitter);
     }
