@@ -5,7 +5,7 @@
 //! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping, or a
 //!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
 //!   writes with `503 Server Is Not Ready`;
-//! - a write (append, delete, metadata, users, scavenge) on a node that does not lead is
+//! - a write (append, delete, metadata, users) on a node that does not lead is
 //!   forwarded to the leader, which answers it (the node relays the answer), or, with
 //!   `ES-RequireMaster: True`, answered `307 Temporary Redirect` to the same path on the leader;
 //!   with no leader known, `503`;
@@ -18,7 +18,6 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::area::admin::AdminRoute;
 use super::area::streams::StreamRoute;
 use super::reply::Reply;
 use super::request::Req;
@@ -31,7 +30,9 @@ use crate::cluster::VNodeState;
 fn writes(route: &Route, method: &Method) -> bool {
     match route {
         Route::Node(_) => false,
-        Route::Admin(r) => matches!(r, AdminRoute::ScavengeStart | AdminRoute::MergeIndexes),
+        // Each node scavenges and merges its own copy (on a follower, `syncOnly=true` scavenges
+        // to the newest point the leader wrote).
+        Route::Admin(_) => false,
         Route::Users(_) => *method != Method::GET,
         Route::Streams(r) => matches!(
             r,
@@ -59,7 +60,7 @@ const FORWARD_SLACK: Duration = Duration::from_secs(5);
 /// What a cluster node does instead of handling the request, if anything.
 pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let cluster = api.node.cluster()?;
-    if matches!(route, Route::Node(_) | Route::Admin(AdminRoute::Shutdown)) {
+    if matches!(route, Route::Node(_) | Route::Admin(_)) {
         return None;
     }
     let st = cluster.status();

@@ -135,7 +135,7 @@ impl Store {
     /// role), so they are committed or refused.
     pub(super) fn kick(&self) {
         let mut q = lock(&self.queue);
-        if q.pending.is_empty() || q.leader || self.holding() {
+        if q.pending.is_empty() || q.leader || self.pipeline_full() {
             return;
         }
         q.leader = true;
@@ -218,8 +218,8 @@ impl Store {
         loop {
             self.commit_next();
             let mut q = lock(&self.queue);
-            if self.holding() {
-                // A group waits for its quorum; the release starts the next leader.
+            if self.pipeline_full() {
+                // Groups wait for their quorum; a release starts the next leader.
                 q.leader = false;
                 break;
             }
@@ -247,7 +247,7 @@ impl Store {
     /// Takes the next group off the queue, commits it and answers its callers.
     fn commit_next(&self) {
         if self.cfg.replicated {
-            if self.holding() {
+            if self.pipeline_full() {
                 return;
             }
             if !self.leading() {
@@ -357,7 +357,9 @@ impl Store {
         let committed_at = self.env.clock.monotonic();
         let mut out = Vec::with_capacity(ops.len());
         if let Ok(end) = commit {
-            if self.cfg.replicated && end > start {
+            // A group that wrote nothing still waits behind groups that wait: its answers may
+            // rest on their writes.
+            if self.cfg.replicated && (end > start || self.holding()) {
                 let mut results: Vec<_> = std::mem::take(&mut staged.results)
                     .into_iter()
                     .map(|r| {

@@ -1,9 +1,11 @@
 //! The store as a cluster node: writes wait for a quorum, and the log follows a leader.
 //!
 //! On the leader, a flushed group is not published: it waits in the [`Gate`] until the cluster
-//! says a quorum holds it ([`Store::release`]), and the write queue stages no further group while
-//! one waits, so every decision is taken against committed states only (expected versions and
-//! idempotent retries included: a retry of a write still waiting is decided after it). A write
+//! says a quorum holds it ([`Store::release`]). Up to [`PIPELINE_DEPTH`] groups wait at once:
+//! the next group is staged against the states the waiting groups leave (and their event ids,
+//! for idempotent retries), and while any group waits every later group waits too, even one
+//! that writes nothing, so no answer goes out before the writes it depended on are committed
+//! (an idempotent retry of a waiting write is answered only once the original commits). A write
 //! whose quorum does not come within the commit timeout is answered
 //! [`WriteError::CommitTimeout`](super::WriteError::CommitTimeout) and stays in the log, to be
 //! committed or truncated later; when leadership is lost, everything waiting is answered the same
@@ -43,13 +45,48 @@ pub(super) struct Awaiting {
     pub answers: Vec<(Waiter, Result<WriteResult, WriteError>)>,
 }
 
+/// Groups that may wait for their quorum at once (the leader's commit pipeline).
+pub(super) const PIPELINE_DEPTH: usize = 8;
+
 /// Records published per batch when a range of the log is released.
 const RELEASE_BATCH_RECORDS: usize = 16_384;
 
 impl Store {
-    /// Whether a group waits for its quorum (no further group is staged meanwhile).
+    /// Whether a group waits for its quorum (every later group then waits too).
     pub(super) fn holding(&self) -> bool {
         !lock(&self.gate).awaiting.is_empty()
+    }
+
+    /// Whether the pipeline is full: no further group is staged until one is released.
+    pub(super) fn pipeline_full(&self) -> bool {
+        lock(&self.gate).awaiting.len() >= PIPELINE_DEPTH
+    }
+
+    /// The state a waiting group left `stream` in (the newest), if any waits with it.
+    pub(super) fn awaited_state(&self, stream: &str) -> Option<StreamState> {
+        let g = lock(&self.gate);
+        g.awaiting.iter().rev().find_map(|a| a.overlay.get(stream).cloned())
+    }
+
+    /// Fills the gaps of `ids` (the ids of events `from ..` of `stream`) from waiting groups.
+    pub(super) fn awaited_ids(&self, stream: &str, from: i64, ids: &mut [Option<[u8; 16]>]) {
+        let g = lock(&self.gate);
+        for a in &g.awaiting {
+            for (id, s, n) in &a.staged.recent {
+                let k = n - from;
+                if **s == *stream && k >= 0 && (k as usize) < ids.len() && ids[k as usize].is_none() {
+                    ids[k as usize] = Some(*id);
+                }
+            }
+        }
+    }
+
+    /// The event number a waiting group gave event `id` in `stream`, if any.
+    pub(super) fn awaited_id(&self, stream: &str, id: &[u8; 16]) -> Option<i64> {
+        let g = lock(&self.gate);
+        g.awaiting.iter().rev().find_map(|a| {
+            a.staged.recent.iter().find(|(i, s, _)| i == id && **s == *stream).map(|(_, _, n)| *n)
+        })
     }
 
     /// Whether this node takes writes: a single node always; a cluster node while it leads.

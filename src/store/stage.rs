@@ -37,9 +37,13 @@ struct GroupFacts<'s> {
 impl engine::Facts for GroupFacts<'_> {
     fn state(&mut self, name: &str) -> Result<StreamState, StorageError> {
         // The plan keeps what it fetched and the overlay takes the plan's states afterwards.
+        // Then the states of groups still waiting for their quorum (a cluster's leader).
         match self.overlay.get(name) {
             Some(s) => Ok(s.clone()),
-            None => self.store.stream_state(name),
+            None => match self.store.cfg.replicated.then(|| self.store.awaited_state(name)).flatten() {
+                Some(s) => Ok(s),
+                None => self.store.stream_state(name),
+            },
         }
     }
 
@@ -49,10 +53,20 @@ impl engine::Facts for GroupFacts<'_> {
         from: i64,
         count: usize,
     ) -> Result<Vec<Option<[u8; 16]>>, StorageError> {
-        self.store.ids_at(stream, from, count)
+        let mut ids = self.store.ids_at(stream, from, count)?;
+        if self.store.cfg.replicated && ids.iter().any(Option::is_none) {
+            // Events of groups still waiting for their quorum are not indexed yet.
+            self.store.awaited_ids(stream, from, &mut ids);
+        }
+        Ok(ids)
     }
 
     fn recent(&self, stream: &str, id: &[u8; 16]) -> Option<i64> {
+        if self.store.cfg.replicated {
+            if let Some(n) = self.store.awaited_id(stream, id) {
+                return Some(n);
+            }
+        }
         lock(&self.store.recent).get(id).filter(|(s, _)| **s == *stream).map(|(_, n)| *n)
     }
 

@@ -1,0 +1,109 @@
+//! The store as a cluster's leader, without the network (the test plays the cluster): writes are
+//! held until [`Store::release`] says a quorum has them, up to the pipeline's depth of groups wait
+//! at once and later groups are decided against the states and ids of the waiting ones, an
+//! idempotent retry of a waiting write is answered only when the original commits, and losing
+//! leadership answers everything waiting with a commit timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use annal::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
+use annal::env::Env;
+use annal::store::{NewEvent, Store, StoreConfig, WriteError, ANY};
+
+fn env() -> Env {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    Env::new(Arc::new(MemDisk::default()), clock, Arc::new(MemNet::default()), Arc::new(InlineRuntime), 5)
+}
+
+fn ev(i: u8) -> NewEvent {
+    NewEvent {
+        id: [i; 16],
+        event_type: "t".into(),
+        data: vec![i; 10].into(),
+        metadata: Default::default(),
+        is_json: false,
+    }
+}
+
+fn leader() -> Arc<Store> {
+    let mut c = StoreConfig::new("/db");
+    c.chunk_size = 1 << 16;
+    c.existence_filter_bytes = 4096;
+    c.replicated = true;
+    c.commit_timeout = Duration::from_secs(3600);
+    let store = Store::recover(&env(), c).unwrap();
+    store.write_epoch(1, [1; 16]).unwrap();
+    store.set_leading(true);
+    store
+}
+
+fn last(store: &Store, stream: &str) -> i64 {
+    store.stream_state(stream).unwrap().last
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn held_writes_are_pipelined_and_answered_in_order_on_release() {
+    let store = leader();
+    let s = store.clone();
+    let a = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
+    tokio::task::yield_now().await;
+    let s = store.clone();
+    // Decided against the waiting group's state: the stream is at 0 there.
+    let b = tokio::spawn(async move { s.append_async("s", 0, vec![ev(2)]).await });
+    tokio::task::yield_now().await;
+    let s = store.clone();
+    // A retry of the first write (same id, any version) while it waits: no second copy.
+    let retry = tokio::spawn(async move { s.append_async("s", ANY, vec![ev(1)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !a.is_finished() && !b.is_finished() && !retry.is_finished(),
+        "nothing is answered before a quorum"
+    );
+    assert_eq!(last(&store, "s"), -1, "nothing is visible before a quorum");
+    // The quorum reaches the first group only: it alone is answered.
+    let first_end = {
+        let log = store.log();
+        let mut scan = log.scan_durable(0);
+        let mut end = 0;
+        while let Some(r) = scan.next() {
+            if let annal::log::record::Record::Event(e) = r.unwrap() {
+                if e.event_number == 0 {
+                    end = scan.position();
+                }
+            }
+        }
+        end
+    };
+    store.release(first_end).unwrap();
+    let ra = a.await.unwrap().unwrap();
+    assert_eq!((ra.first_event_number, ra.last_event_number), (0, 0));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!b.is_finished() && !retry.is_finished());
+    assert_eq!(last(&store, "s"), 0);
+    store.release(store.log().durable()).unwrap();
+    let rb = b.await.unwrap().unwrap();
+    assert_eq!((rb.first_event_number, rb.last_event_number), (1, 1));
+    let rr = retry.await.unwrap().unwrap();
+    assert_eq!((rr.first_event_number, rr.position), (0, None), "the retry is idempotent");
+    assert_eq!(last(&store, "s"), 1, "two events, no duplicate");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn losing_leadership_answers_waiting_writes_with_a_commit_timeout() {
+    let store = leader();
+    let s = store.clone();
+    let a = tokio::spawn(async move { s.append_async("t", -1, vec![ev(3)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    store.set_leading(false);
+    assert_eq!(a.await.unwrap(), Err(WriteError::CommitTimeout));
+    // A follower takes no writes.
+    assert_eq!(store.append_async("t", ANY, vec![ev(4)]).await, Err(WriteError::NotLeader));
+    assert_eq!(last(&store, "t"), -1, "nothing was published");
+}
