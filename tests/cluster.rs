@@ -229,6 +229,21 @@ fn three_nodes_replicate_fail_over_and_rejoin() {
         assert_eq!(until_count(p.http, "orders", 21).len(), 21);
     }
 
+    // Users replicate like any record and take effect on every node.
+    let body = r#"{"loginName":"carol","fullName":"Carol","password":"pw1","groups":[]}"#;
+    let r = request(procs[follower].http, "POST", "/users/", &[("Content-Type", "application/json")], body).unwrap();
+    assert_eq!(r.status, 201, "a user created through a follower (forwarded): {}", r.body);
+    for p in &procs {
+        wait("carol on every node", Duration::from_secs(20), || {
+            let mut s = TcpStream::connect(("127.0.0.1", p.http)).ok()?;
+            let req = "GET /users/$current HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic Y2Fyb2w6cHcx\r\n\r\n";
+            s.write_all(req.as_bytes()).ok()?;
+            let mut raw = String::new();
+            s.read_to_string(&mut raw).ok()?;
+            raw.starts_with("HTTP/1.1 200").then_some(())
+        });
+    }
+
     // kill -9 the leader during appends: everything acknowledged survives on the new leader.
     let mut acked = 21;
     for n in 21..30 {
