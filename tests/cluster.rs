@@ -231,7 +231,8 @@ fn three_nodes_replicate_fail_over_and_rejoin() {
 
     // Users replicate like any record and take effect on every node.
     let body = r#"{"loginName":"carol","fullName":"Carol","password":"pw1","groups":[]}"#;
-    let r = request(procs[follower].http, "POST", "/users/", &[("Content-Type", "application/json")], body).unwrap();
+    let r = request(procs[follower].http, "POST", "/users/", &[("Content-Type", "application/json")], body)
+        .unwrap();
     assert_eq!(r.status, 201, "a user created through a follower (forwarded): {}", r.body);
     for p in &procs {
         wait("carol on every node", Duration::from_secs(20), || {
@@ -317,4 +318,60 @@ fn a_wiped_follower_catches_up_and_a_replica_serves_reads() {
         let ports: Vec<u64> = members.iter().filter_map(|m| m["internalTcpPort"].as_u64()).collect();
         (live == 4 && ports.contains(&(procs[replica].repl as u64))).then_some(())
     });
+}
+
+/// Appends `n` events of about `size` bytes to `stream` in one batch (the v5 events media type).
+fn append_batch(port: u16, stream: &str, n: usize, size: usize) -> Option<u16> {
+    let pad = "x".repeat(size);
+    let events: Vec<String> = (0..n)
+        .map(|k| format!(r#"{{"eventId":"{}","eventType":"t","data":{{"k":{k},"pad":"{pad}"}}}}"#, new_id()))
+        .collect();
+    let body = format!("[{}]", events.join(","));
+    let r = request(
+        port,
+        "POST",
+        &format!("/streams/{stream}"),
+        &[("Content-Type", "application/vnd.eventstore.events+json")],
+        &body,
+    )?;
+    Some(r.status)
+}
+
+#[test]
+fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    let port = procs[leader].http;
+    // About 3 MiB over 1 MiB chunks; half of it deleted, then scavenged away on the leader.
+    for _ in 0..15 {
+        assert_eq!(append_batch(port, "gone", 100, 1000), Some(201));
+        assert_eq!(append_batch(port, "kept", 100, 1000), Some(201));
+    }
+    assert_eq!(request(port, "DELETE", "/streams/gone", &[], "").map(|r| r.status), Some(204));
+    assert_eq!(append(port, "kept", 1500), Some(201));
+    let r = request(port, "POST", "/admin/scavenge?threshold=-1", &[], "").unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait("the scavenge to finish", Duration::from_secs(60), || {
+        let r = request(port, "GET", "/admin/scavenge/current", &[], "")?;
+        r.body.contains(r#""scavengeId":"""#).then_some(())
+    });
+    let scavenged = std::fs::read_dir(&procs[leader].dir).unwrap().filter_map(|e| e.ok()).any(|e| {
+        e.file_name().to_string_lossy().starts_with("chunk-")
+            && !e.file_name().to_string_lossy().ends_with(".000000")
+    });
+    assert!(scavenged, "the leader rewrote chunks");
+
+    let victim = (leader + 1) % 3;
+    procs[victim].kill();
+    std::fs::remove_dir_all(&procs[victim].dir).unwrap();
+    assert_eq!(append(port, "kept", 1501), Some(201));
+    procs[victim].spawn();
+    assert_eq!(until_count(procs[victim].http, "kept", 1502).len(), 1502);
+    let gone =
+        request(procs[victim].http, "GET", "/streams/gone", &[("Accept", "application/json")], "").unwrap();
+    assert_eq!(gone.status, 404, "the deleted stream stays deleted on the follower");
+    // And it keeps following: a new write reaches it.
+    assert_eq!(append(port, "kept", 1502), Some(201));
+    assert_eq!(until_count(procs[victim].http, "kept", 1503).len(), 1503);
 }

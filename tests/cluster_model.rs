@@ -171,6 +171,7 @@ impl ClusterModel {
                                 leader_end: log.len() as u64,
                                 commit,
                                 lease: s.nodes[i].core.now().as_micros() as u64,
+                                part: None,
                             },
                         };
                         let j = index_of(to);

@@ -58,6 +58,19 @@ pub struct Epoch {
     pub position: u64,
 }
 
+/// A piece of a whole chunk shipped as one (the records a scavenged chunk kept, which cannot be
+/// replayed one by one at the positions they left gaps between): the follower gathers the pieces
+/// and puts the chunk in service with the last one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ChunkPart {
+    /// First chunk number the chunk covers.
+    pub start: u32,
+    /// Last chunk number it covers.
+    pub end: u32,
+    /// Whether this is the last piece.
+    pub last: bool,
+}
+
 /// The node states clients see (`/gossip`, `/info`), with their v5 names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum VNodeState {
@@ -212,6 +225,9 @@ pub enum Msg {
         commit: u64,
         /// As in [`Msg::Heartbeat`]: the leader's clock when it shipped this.
         lease: u64,
+        /// Set when the records are a piece of a whole chunk (`end` is then `from` until the
+        /// last piece, whose `end` is the chunk's end).
+        part: Option<ChunkPart>,
     },
     /// Who this node is and where it stands, to every member it knows, every gossip interval.
     Gossip(MemberView),
@@ -280,7 +296,8 @@ pub enum Effect {
         /// The new end.
         to: u64,
     },
-    /// Write the leader's records, make them durable and report [`Input::Durable`].
+    /// Write the leader's records, make them durable and report [`Input::Durable`] (for a
+    /// piece of a whole chunk: gather it, and with the last piece put the chunk in service).
     Write {
         /// Position of the first record.
         from: u64,
@@ -288,6 +305,8 @@ pub enum Effect {
         end: u64,
         /// The frames.
         data: Bytes,
+        /// The piece of a whole chunk these records are, if they are.
+        part: Option<ChunkPart>,
     },
     /// Send `to` the durable records from `from` (whole records, at most `upto`) as
     /// [`Msg::Append`] and report [`Input::Shipped`].
@@ -805,9 +824,9 @@ impl Core {
             Msg::Subscribed { subscription, position } => {
                 self.on_subscribed(from, term, subscription, position, out)
             }
-            Msg::Append { subscription, from: start, end, data, leader_end, commit, lease } => {
+            Msg::Append { subscription, from: start, end, data, leader_end, commit, lease, part } => {
                 self.last_lease = self.last_lease.max(lease);
-                self.on_append(from, term, subscription, start, end, data, leader_end, commit, out)
+                self.on_append(from, term, subscription, (start, end, data, part), leader_end, commit, out)
             }
             Msg::Ack { subscription, durable, lease } => {
                 self.on_ack(from, term, subscription, durable, lease, out)
@@ -1104,9 +1123,7 @@ impl Core {
         from: NodeId,
         term: u64,
         id: u64,
-        start: u64,
-        end: u64,
-        data: Bytes,
+        (start, end, data, part): (u64, u64, Bytes, Option<ChunkPart>),
         leader_end: u64,
         commit: u64,
         out: &mut Vec<Effect>,
@@ -1131,9 +1148,10 @@ impl Core {
             }
             return;
         }
-        if end > start {
+        if end > start || part.is_some() {
+            // Pieces of a whole chunk move nothing until the last one.
             self.written = end;
-            out.push(Effect::Write { from: start, end, data });
+            out.push(Effect::Write { from: start, end, data, part });
         }
         self.publish_followed(out);
     }

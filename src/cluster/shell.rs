@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::core::{
-    Core, Effect, Envelope, Epoch, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
+    ChunkPart, Core, Effect, Envelope, Epoch, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
 };
 use super::wire;
 use crate::config::ClusterConfig;
@@ -368,13 +368,12 @@ impl Cluster {
                 }
                 None
             }
-            Effect::Write { from, end, data } => {
+            Effect::Write { from, end, data, part: None } => {
                 let store = self.store.clone();
-                match self.env.blocking(move || store.replicate(&data)).await {
-                    Ok((durable, epochs)) => Some(Input::Durable {
-                        end: durable.max(end.min(durable)),
-                        epochs: epochs.iter().map(epoch_of).collect(),
-                    }),
+                match self.env.blocking(move || store.replicate(&data, end)).await {
+                    Ok((durable, epochs)) => {
+                        Some(Input::Durable { end: durable, epochs: epochs.iter().map(epoch_of).collect() })
+                    }
                     Err(e) => {
                         tracing::error!(from, end, error = %e, "writing the leader's records failed");
                         self.fatal(format!("cannot write the leader's records: {e}"));
@@ -382,26 +381,45 @@ impl Cluster {
                     }
                 }
             }
+            Effect::Write { from, end, data, part: Some(p) } => {
+                let store = self.store.clone();
+                match self.env.blocking(move || store.replicate_chunk(p.start, p.end, p.last, &data)).await {
+                    Ok(Some((durable, epochs))) => {
+                        tracing::info!(from, end = durable, "received a whole chunk from the leader");
+                        Some(Input::Durable { end: durable, epochs: epochs.iter().map(epoch_of).collect() })
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::error!(from, end, error = %e, "receiving a whole chunk from the leader failed");
+                        self.fatal(format!("cannot write a chunk received from the leader: {e}"));
+                        None
+                    }
+                }
+            }
             Effect::Ship { to, subscription, from, upto, commit } => {
                 let store = self.store.clone();
-                let read = self.env.blocking(move || read_frames(&store, from, upto)).await;
+                let read = self.env.blocking(move || read_shipment(&store, from, upto)).await;
                 match read {
-                    Ok((data, end)) => {
-                        let env = Envelope {
-                            from: core.settings().me,
-                            cluster_size: core.settings().cluster_size as u32,
-                            term: core.term(),
-                            msg: Msg::Append {
-                                subscription,
-                                from,
-                                end,
-                                data,
-                                leader_end: core.durable(),
-                                commit,
-                                lease: core.now().as_micros() as u64,
-                            },
-                        };
-                        self.send(to, wire::encode(&env));
+                    Ok(shipment) => {
+                        let end = shipment.end;
+                        for (data, part, piece_end) in shipment.pieces {
+                            let env = Envelope {
+                                from: core.settings().me,
+                                cluster_size: core.settings().cluster_size as u32,
+                                term: core.term(),
+                                msg: Msg::Append {
+                                    subscription,
+                                    from,
+                                    end: piece_end,
+                                    data,
+                                    leader_end: core.durable(),
+                                    commit,
+                                    lease: core.now().as_micros() as u64,
+                                    part,
+                                },
+                            };
+                            self.send(to, wire::encode(&env));
+                        }
                         Some(Input::Shipped { to, subscription, end })
                     }
                     Err(e) => {
@@ -432,10 +450,44 @@ impl Cluster {
     }
 }
 
-/// Reads whole durable records from `from` (at most [`SHIP_BATCH_BYTES`], at least one record,
-/// none at or past `upto`): their frames back to back and the position after the last one.
-fn read_frames(store: &Store, from: u64, upto: u64) -> Result<(Bytes, u64), crate::log::LogError> {
-    let mut scan = store.log().scan_durable(from).until(upto);
+/// What one [`Effect::Ship`] sends: pieces (records back to back, the chunk piece they are if
+/// any, the `end` their message carries) and the position after all of them.
+struct Shipment {
+    pieces: Vec<(Bytes, Option<ChunkPart>, u64)>,
+    end: u64,
+}
+
+/// Reads what to ship from `from`: whole durable records (at most [`SHIP_BATCH_BYTES`], at least
+/// one record, none at or past `upto`); or, when `from` starts a chunk the leader scavenged,
+/// every record that chunk kept, in pieces, to be put in service whole.
+fn read_shipment(store: &Store, from: u64, upto: u64) -> Result<Shipment, crate::log::LogError> {
+    let log = store.log();
+    if let Some((chunk, lo, hi)) = log.chunk_range(from).filter(|(c, _, _)| c.is_scavenged()) {
+        if from != lo {
+            return Err(crate::log::LogError::Invalid(format!(
+                "the follower's log ends at {from}, inside a chunk this node scavenged ({lo}..{hi}); \
+                 restore that follower from a backup"
+            )));
+        }
+        let (start, end) = (chunk.header.start, chunk.header.end);
+        let mut pieces = Vec::new();
+        let mut buf = Vec::new();
+        let mut scan = log.scan_durable(lo).until(hi);
+        while let Some(r) = scan.next_with_frame() {
+            let (_, frame) = r?;
+            if buf.len() + frame.len() > SHIP_BATCH_BYTES && !buf.is_empty() {
+                pieces.push((
+                    Bytes::from(std::mem::take(&mut buf)),
+                    Some(ChunkPart { start, end, last: false }),
+                    from,
+                ));
+            }
+            buf.extend_from_slice(&frame);
+        }
+        pieces.push((Bytes::from(buf), Some(ChunkPart { start, end, last: true }), hi));
+        return Ok(Shipment { pieces, end: hi });
+    }
+    let mut scan = log.scan_durable(from).until(upto);
     let mut out = Vec::new();
     let mut end = from;
     let mut expect = from;
@@ -445,11 +497,9 @@ fn read_frames(store: &Store, from: u64, upto: u64) -> Result<(Bytes, u64), crat
             Record::Event(e) => e.log_position,
             Record::Epoch(e) => e.log_position,
         };
-        if at != expect && !(at > expect && at % store.log().chunk_size() == 0) {
-            // A scavenged chunk has gaps: its records cannot be replayed one by one.
-            return Err(crate::log::LogError::Invalid(format!(
-                "the records at {expect} were scavenged; a follower this far behind needs whole chunks"
-            )));
+        if at != expect && !(at > expect && at % log.chunk_size() == 0) {
+            // The next chunk was scavenged: the next shipment sends it whole.
+            break;
         }
         out.extend_from_slice(&frame);
         end = scan.position();
@@ -458,9 +508,16 @@ fn read_frames(store: &Store, from: u64, upto: u64) -> Result<(Bytes, u64), crat
             break;
         }
     }
-    if out.is_empty() {
-        // Nothing but the rest of a completed chunk lies before `upto`.
-        end = upto.max(from);
+    if out.is_empty() && end == from {
+        // Nothing but the rest of a completed chunk lies before `upto` (or the next chunk starts
+        // a scavenged one): move to the next chunk.
+        let next = (from / log.chunk_size() + 1) * log.chunk_size();
+        end = if log.chunk_range(from).is_some_and(|(c, _, _)| !c.is_scavenged()) && next <= upto {
+            next
+        } else {
+            upto.max(from)
+        };
     }
-    Ok((Bytes::from(out), end))
+    let pieces = vec![(Bytes::from(out), None, end)];
+    Ok(Shipment { pieces, end })
 }

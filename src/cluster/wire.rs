@@ -136,6 +136,7 @@ mod tests {
             leader_end: 200,
             commit: 90,
             lease: 7,
+            part: Some(crate::cluster::core::ChunkPart { start: 2, end: 3, last: false }),
         });
         assert_eq!(roundtrip(&a).unwrap(), a);
         let s = env(Msg::Subscribe {

@@ -110,6 +110,19 @@ impl Log {
             writer = truncate as u64;
             report.truncated_to = Some(writer);
         }
+        // A follower installing a leader's scavenged chunk renames it into place before it moves
+        // writer.chk past it: found complete at the writer's chunk with the writer at its start,
+        // it is adopted (never after a truncation, which must stay a truncation).
+        if report.truncated_to.is_none() && writer % size == 0 {
+            if let Some(end) = self.installed_ahead(latest, (writer / size) as u32)? {
+                tracing::warn!(
+                    from = writer,
+                    to = end,
+                    "adopting a chunk installed from the leader before a crash"
+                );
+                writer = end;
+            }
+        }
         // Open the chunks, in order, up to the writer's chunk; remove those past it.
         let writer_chunk = (writer / size) as u32;
         let mut chunks = BTreeMap::new();
@@ -252,6 +265,26 @@ impl Log {
 
     /// Zeroes non-zero bytes from `local` on. A torn tail is at most one group commit long, so the
     /// scan stops at the first all-zero block; a truncation (`full`) zeroes to the end.
+    /// The end of a complete scavenged chunk that starts at chunk `number`, if that is what the
+    /// latest file of `number` holds.
+    fn installed_ahead(&self, latest: &BTreeMap<u32, u32>, number: u32) -> Result<Option<u64>, LogError> {
+        let Some(&version) = latest.get(&number) else { return Ok(None) };
+        let path = self.cfg.dir.join(chunk::file_name(number, version));
+        let file = self.env.disk.open(&path, OpenMode::Read).map_err(LogError::io("open", &path))?;
+        let header = read_header(&*file, &path)?;
+        if !header.scavenged || header.start != number {
+            return Ok(None);
+        }
+        let flen = file.len().map_err(LogError::io("stat", &path))?;
+        let mut fb = [0u8; FOOTER_SIZE as usize];
+        file.read_exact_at(&mut fb, flen.saturating_sub(FOOTER_SIZE))
+            .map_err(LogError::io("read footer", &path))?;
+        Ok(match ChunkFooter::decode(&fb) {
+            Ok(Some(_)) => Some((header.end as u64 + 1) * self.cfg.chunk_size),
+            _ => None,
+        })
+    }
+
     fn zero_tail(&self, chunk: &Chunk, local: u64, full: bool) -> Result<u64, LogError> {
         let size = self.cfg.chunk_size;
         let mut at = local;

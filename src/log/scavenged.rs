@@ -116,6 +116,18 @@ impl ScavengedWriter {
         Ok(())
     }
 
+    /// [`ScavengedWriter::push`] for records from elsewhere (a leader's): a record out of range
+    /// or out of order is an error, not a bug.
+    pub fn push_checked(&mut self, pos: u64, frame: &[u8]) -> Result<(), LogError> {
+        if pos < self.range.0 || pos >= self.range.1 || self.map.last().is_some_and(|&(q, _)| q >= pos) {
+            return Err(LogError::Misplaced {
+                position: pos,
+                detail: format!("outside the chunk range {}..{} or out of order", self.range.0, self.range.1),
+            });
+        }
+        self.push(pos, frame)
+    }
+
     /// Records pushed so far.
     pub fn records(&self) -> usize {
         self.map.len()

@@ -344,6 +344,51 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Puts in service a complete chunk received from the leader in place of the empty chunk
+    /// this writer is at the start of (a follower catching up through chunks the leader
+    /// scavenged), and moves past it. `writer.chk` moves first (the chunk is durable already), so
+    /// a crash before the swap leaves recovery to adopt it. Returns the new end of the log.
+    pub fn adopt_chunk(&mut self, chunk: Arc<Chunk>) -> Result<u64, LogError> {
+        if self.log.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        let size = self.log.cfg.chunk_size;
+        if chunk.header.start == self.chunk.header.end + 1 && self.pos > self.chunk.header.start as u64 * size
+        {
+            // The leader completed the writer's chunk where it is: complete it likewise.
+            self.complete_chunk().inspect_err(|_| self.poison())?;
+        }
+        let base = self.chunk.header.start as u64 * size;
+        if self.pos != base || !self.buf.is_empty() || chunk.header.start != self.chunk.header.start {
+            return Err(LogError::Misplaced {
+                position: chunk.header.start as u64 * size,
+                detail: format!(
+                    "a whole chunk can only be adopted at the start of the writer's chunk ({base})"
+                ),
+            });
+        }
+        self.adopt_inner(chunk).inspect_err(|_| self.poison())
+    }
+
+    fn adopt_inner(&mut self, chunk: Arc<Chunk>) -> Result<u64, LogError> {
+        let log = self.log.clone();
+        let size = log.cfg.chunk_size;
+        let next = chunk.header.end + 1;
+        let end = next as u64 * size;
+        let cps = &log.checkpoints;
+        cps.writer.write_durable(end as i64).map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+        log.durable.store(end, Ordering::Release);
+        log.install(chunk)?;
+        self.chunk = log.new_chunk(next)?;
+        self.dir_dirty = true;
+        self.completed.clear();
+        self.crc = crc32fast::Hasher::new();
+        self.pos = end;
+        self.written = end;
+        log.prepare_chunk(next + 1);
+        Ok(end)
+    }
+
     fn poison(&self) {
         tracing::error!("log write failed: the node stops accepting writes");
         self.log.poisoned.store(true, Ordering::Release);

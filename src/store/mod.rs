@@ -77,6 +77,9 @@ pub struct Store {
     durable: Watermark,
     /// A cluster node's writes waiting for their quorum, and whether it takes writes.
     gate: Mutex<replicated::Gate>,
+    /// A whole chunk being received from the leader: its range, the file being written, the
+    /// epoch records seen in it.
+    incoming: Mutex<Option<(u32, u32, crate::log::ScavengedWriter, Vec<EpochRecord>)>>,
     /// Which streams recently published batches wrote, for cursors that need only that.
     summaries: Mutex<follow::Summaries>,
     /// Writer statistics.
@@ -138,6 +141,7 @@ impl Store {
             committed,
             durable,
             gate: Mutex::new(replicated::Gate::default()),
+            incoming: Mutex::new(None),
             summaries,
             stats: WriterStats::default(),
             recovery,

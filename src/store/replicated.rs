@@ -146,29 +146,27 @@ impl Store {
     }
 
     /// Writes a leader's records (whole frames, each at the position it names), makes them
-    /// durable and moves `epoch.chk` to the last epoch record among them. Returns the durable end
-    /// and the epoch records written.
-    pub fn replicate(&self, frames: &[u8]) -> Result<(u64, Vec<EpochRecord>), StorageError> {
+    /// durable and moves `epoch.chk` to the last epoch record among them. When the leader's
+    /// shipment ends at the start of the next chunk (`end`), the leader completed the current
+    /// chunk after these records: so does this log. Returns the durable end and the epoch
+    /// records written.
+    pub fn replicate(&self, frames: &[u8], end: u64) -> Result<(u64, Vec<EpochRecord>), StorageError> {
         let mut w = lock(&self.writer);
         let mut epochs = Vec::new();
         let mut at = 0usize;
         while at < frames.len() {
-            let rest = &frames[at..];
-            let body =
-                rest.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).unwrap_or(0);
-            let len = body + record::FRAME_OVERHEAD as usize;
-            if body < record::BODY_HEADER || body > self.log.max_body() as usize || rest.len() < len {
-                return Err(StorageError::Io(format!(
-                    "a replicated frame at offset {at} is malformed or cut short"
-                )));
-            }
-            let frame = &rest[..len];
-            let pos = u64::from_le_bytes(frame[10..18].try_into().unwrap_or_default());
+            let (pos, len) = frame_at(&frames[at..], self.log.max_body())
+                .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
+            let frame = &frames[at..at + len];
             w.append_at(pos, frame)?;
             if let Ok((Record::Epoch(e), _)) = record::decode(frame, pos, self.log.max_body()) {
                 epochs.push(e);
             }
             at += len;
+        }
+        let size = self.log.chunk_size();
+        if end > w.position() && end % size == 0 && end / size == w.position() / size + 1 {
+            w.complete_now()?;
         }
         let end = w.flush()?;
         if let Some(last) = epochs.last() {
@@ -177,6 +175,57 @@ impl Store {
         }
         self.durable.raise(end);
         Ok((end, epochs))
+    }
+
+    /// Gathers a piece of a whole chunk the leader ships (the records of a chunk it scavenged,
+    /// covering chunks `start..=end`), and with the last piece writes the chunk, puts it in
+    /// service in place of the writer's empty chunk and moves past it. Returns the durable end
+    /// and the epoch records once the chunk is in service, `None` before.
+    pub fn replicate_chunk(
+        &self,
+        start: u32,
+        end: u32,
+        last: bool,
+        frames: &[u8],
+    ) -> Result<Option<(u64, Vec<EpochRecord>)>, StorageError> {
+        let mut incoming = lock(&self.incoming);
+        if incoming.as_ref().is_none_or(|(s, e, _, _)| (*s, *e) != (start, end)) {
+            if let Some((_, _, w, _)) = incoming.take() {
+                w.abort(&self.log);
+            }
+            // The version above any file of that chunk number (the writer's empty chunk is 0).
+            let w = self.log.begin_scavenged(start, end, 1)?;
+            *incoming = Some((start, end, w, Vec::new()));
+        }
+        let Some((_, _, w, epochs)) = incoming.as_mut() else { return Ok(None) };
+        let mut at = 0usize;
+        while at < frames.len() {
+            let (pos, len) = frame_at(&frames[at..], self.log.max_body())
+                .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
+            let frame = &frames[at..at + len];
+            match record::decode(frame, pos, self.log.max_body()) {
+                Ok((Record::Epoch(e), _)) => epochs.push(e),
+                Ok((Record::Event(_), _)) => {}
+                Err(e) => return Err(StorageError::Io(format!("a replicated record at {pos}: {e}"))),
+            }
+            w.push_checked(pos, frame)?;
+            at += len;
+        }
+        if !last {
+            return Ok(None);
+        }
+        let Some((_, _, w, epochs)) = incoming.take() else { return Ok(None) };
+        let chunk = w.finish(&self.log)?;
+        let mut writer = lock(&self.writer);
+        let end = writer.adopt_chunk(chunk)?;
+        let durable = writer.flush()?;
+        drop(writer);
+        if let Some(e) = epochs.last() {
+            let cps = &self.log.checkpoints;
+            cps.epoch.write_durable(e.log_position as i64).map_err(|e| StorageError::Io(e.to_string()))?;
+        }
+        self.durable.raise(durable.max(end));
+        Ok(Some((durable.max(end), epochs)))
     }
 
     /// Drops the log past `to`: a divergent tail that was never committed.
@@ -312,4 +361,19 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// The position and length of the record frame at the start of `buf` (a leader's records, back
+/// to back), checked against the bounds before anything reads the frame.
+fn frame_at(buf: &[u8], max_body: u32) -> Result<(u64, usize), &'static str> {
+    let body =
+        buf.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).ok_or("cut short")?;
+    let len = body + record::FRAME_OVERHEAD as usize;
+    if body < record::BODY_HEADER || body > max_body as usize {
+        return Err("bad length");
+    }
+    if buf.len() < len {
+        return Err("cut short");
+    }
+    Ok((u64::from_le_bytes(buf[10..18].try_into().unwrap_or_default()), len))
 }
