@@ -79,7 +79,7 @@ pub struct Store {
     gate: Mutex<replicated::Gate>,
     /// A whole chunk being received from the leader: its range, the file being written, the
     /// epoch records seen in it.
-    incoming: Mutex<Option<(u32, u32, crate::log::ScavengedWriter, Vec<EpochRecord>)>>,
+    incoming: Mutex<Option<replicated::Incoming>>,
     /// Which streams recently published batches wrote, for cursors that need only that.
     summaries: Mutex<follow::Summaries>,
     /// Writer statistics.

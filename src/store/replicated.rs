@@ -45,6 +45,10 @@ pub(super) struct Awaiting {
     pub answers: Vec<(Waiter, Result<WriteResult, WriteError>)>,
 }
 
+/// A whole chunk being received from the leader: its chunk range, the file being written, and
+/// the epoch records seen in it.
+pub(super) type Incoming = (u32, u32, crate::log::ScavengedWriter, Vec<EpochRecord>);
+
 /// Groups that may wait for their quorum at once (the leader's commit pipeline).
 pub(super) const PIPELINE_DEPTH: usize = 8;
 
