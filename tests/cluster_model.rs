@@ -144,7 +144,7 @@ impl ClusterModel {
                         queue.push_back((i, Input::EpochWritten { epoch, end: node.log.len() as u64 }));
                     }
                     Effect::Truncate { to } => s.nodes[i].log.truncate(to as usize),
-                    Effect::Write { from, end, data } => {
+                    Effect::Write { from, end, data, .. } => {
                         let node = &mut s.nodes[i];
                         if from as usize != node.log.len() || end - from != data.len() as u64 {
                             s.violation =

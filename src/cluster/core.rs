@@ -1451,6 +1451,7 @@ mod tests {
                                     leader_end: upto,
                                     commit,
                                     lease: 0,
+                                    part: None,
                                 },
                             };
                             self.queue.push_back((index_of(to), env));
