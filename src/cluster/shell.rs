@@ -35,6 +35,8 @@ pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub const OUTGOING_FRAMES: usize = 4096;
 /// Bytes of records per [`Msg::Append`].
 pub const SHIP_BATCH_BYTES: usize = 512 << 10;
+/// Bytes of a leader's records a follower stages before it flushes, even with more waiting.
+pub const STAGED_BYTES_MAX: usize = 1 << 20;
 /// The core's clock resolution.
 const TICK: Duration = Duration::from_millis(20);
 
@@ -273,17 +275,48 @@ impl Cluster {
     async fn drive(self: Arc<Self>, mut core: Core, mut rx: mpsc::UnboundedReceiver<Input>) {
         let mut was = core.state();
         let mut pending: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
+        let mut staged = Staged::default();
         loop {
             let input = match pending.pop_front() {
                 Some(i) => i,
-                None => match rx.recv().await {
-                    Some(i) => i,
-                    None => return,
+                None => match rx.try_recv() {
+                    Ok(i) => i,
+                    Err(_) if staged.bytes > 0 => {
+                        // Nothing more is waiting: make what was staged durable, in one flush.
+                        if let Some(next) = self.flush_staged(&mut staged).await {
+                            pending.push_back(next);
+                        }
+                        continue;
+                    }
+                    Err(_) => match rx.recv().await {
+                        Some(i) => i,
+                        None => return,
+                    },
                 },
             };
             let effects = core.step(input);
             for e in effects {
-                if let Some(next) = self.carry_out(&core, e).await {
+                let next = match e {
+                    // A follower's writes are staged while more messages wait, then flushed
+                    // together (bounded): one set of syncs for many shipments.
+                    Effect::Write { from, end, data, part: None } => {
+                        self.stage(&mut staged, from, end, data).await;
+                        if staged.bytes >= STAGED_BYTES_MAX {
+                            self.flush_staged(&mut staged).await
+                        } else {
+                            None
+                        }
+                    }
+                    e => {
+                        if staged.bytes > 0 && !matches!(e, Effect::Send(..) | Effect::Refused(_)) {
+                            if let Some(n) = self.flush_staged(&mut staged).await {
+                                pending.push_back(n);
+                            }
+                        }
+                        self.carry_out(&core, e).await
+                    }
+                };
+                if let Some(next) = next {
                     pending.push_back(next);
                 }
             }
@@ -369,17 +402,9 @@ impl Cluster {
                 None
             }
             Effect::Write { from, end, data, part: None } => {
-                let store = self.store.clone();
-                match self.env.blocking(move || store.replicate(&data, end)).await {
-                    Ok((durable, epochs)) => {
-                        Some(Input::Durable { end: durable, epochs: epochs.iter().map(epoch_of).collect() })
-                    }
-                    Err(e) => {
-                        tracing::error!(from, end, error = %e, "writing the leader's records failed");
-                        self.fatal(format!("cannot write the leader's records: {e}"));
-                        None
-                    }
-                }
+                let mut staged = Staged::default();
+                self.stage(&mut staged, from, end, data).await;
+                self.flush_staged(&mut staged).await
             }
             Effect::Write { from, end, data, part: Some(p) } => {
                 let store = self.store.clone();
@@ -443,11 +468,53 @@ impl Cluster {
         }
     }
 
+    /// Stages a leader's records (a follower's write) without making them durable yet.
+    async fn stage(&self, staged: &mut Staged, from: u64, end: u64, data: Bytes) {
+        if staged.failed {
+            return;
+        }
+        staged.bytes += data.len().max(1);
+        let store = self.store.clone();
+        match self.env.blocking(move || store.stage_replicated(&data, end)).await {
+            Ok(epochs) => staged.epochs.extend(epochs.iter().map(epoch_of)),
+            Err(e) => {
+                tracing::error!(from, end, error = %e, "writing the leader's records failed");
+                staged.failed = true;
+                self.fatal(format!("cannot write the leader's records: {e}"));
+            }
+        }
+    }
+
+    /// Makes the staged records durable; returns the [`Input::Durable`] to report.
+    async fn flush_staged(&self, staged: &mut Staged) -> Option<Input> {
+        let s = std::mem::take(staged);
+        if s.failed || s.bytes == 0 {
+            return None;
+        }
+        let store = self.store.clone();
+        let last = s.epochs.last().map(|e| e.position);
+        match self.env.blocking(move || store.flush_replicated(last)).await {
+            Ok(end) => Some(Input::Durable { end, epochs: s.epochs }),
+            Err(e) => {
+                self.fatal(format!("cannot make the leader's records durable: {e}"));
+                None
+            }
+        }
+    }
+
     fn fatal(&self, why: String) {
         tracing::error!("{why}; this node stops taking part in the cluster");
         lock(&self.status).refusal = Some(why);
         self.store.set_leading(false);
     }
+}
+
+/// A follower's writes staged and not yet durable.
+#[derive(Default)]
+struct Staged {
+    bytes: usize,
+    epochs: Vec<Epoch>,
+    failed: bool,
 }
 
 /// What one [`Effect::Ship`] sends: pieces (records back to back, the chunk piece they are if

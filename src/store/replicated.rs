@@ -149,12 +149,20 @@ impl Store {
         Ok((EpochRecord { log_position: pos, ..rec }, end))
     }
 
-    /// Writes a leader's records (whole frames, each at the position it names), makes them
-    /// durable and moves `epoch.chk` to the last epoch record among them. When the leader's
-    /// shipment ends at the start of the next chunk (`end`), the leader completed the current
-    /// chunk after these records: so does this log. Returns the durable end and the epoch
-    /// records written.
+    /// Writes a leader's records (whole frames, each at the position it names) and makes them
+    /// durable ([`Store::stage_replicated`] then [`Store::flush_replicated`]). Returns the durable
+    /// end and the epoch records written.
     pub fn replicate(&self, frames: &[u8], end: u64) -> Result<(u64, Vec<EpochRecord>), StorageError> {
+        let epochs = self.stage_replicated(frames, end)?;
+        let durable = self.flush_replicated(epochs.last().map(|e| e.log_position))?;
+        Ok((durable, epochs))
+    }
+
+    /// Stages a leader's records (whole frames, each at the position it names; nothing durable
+    /// yet). When the leader's shipment ends at the start of the next chunk (`end`), the leader
+    /// completed the current chunk after these records: so does this log. Returns the epoch
+    /// records among them.
+    pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<Vec<EpochRecord>, StorageError> {
         let mut w = lock(&self.writer);
         let mut epochs = Vec::new();
         let mut at = 0usize;
@@ -172,13 +180,19 @@ impl Store {
         if end > w.position() && end % size == 0 && end / size == w.position() / size + 1 {
             w.complete_now()?;
         }
-        let end = w.flush()?;
-        if let Some(last) = epochs.last() {
+        Ok(epochs)
+    }
+
+    /// Makes every staged record of the leader's durable and points `epoch.chk` at
+    /// `last_epoch` (the newest epoch record among them, if any). Returns the durable end.
+    pub fn flush_replicated(&self, last_epoch: Option<u64>) -> Result<u64, StorageError> {
+        let end = lock(&self.writer).flush()?;
+        if let Some(at) = last_epoch {
             let cps = &self.log.checkpoints;
-            cps.epoch.write_durable(last.log_position as i64).map_err(|e| StorageError::Io(e.to_string()))?;
+            cps.epoch.write_durable(at as i64).map_err(|e| StorageError::Io(e.to_string()))?;
         }
         self.durable.raise(end);
-        Ok((end, epochs))
+        Ok(end)
     }
 
     /// Gathers a piece of a whole chunk the leader ships (the records of a chunk it scavenged,
