@@ -866,6 +866,11 @@ fn cluster_from_values(
             cluster.gossip_seeds.push(seed);
         }
     }
+    if cluster.is_cluster() && (replication_ip.is_unspecified() || replication_port == 0) {
+        return Err(ConfigError::Conflict(format!(
+            "ReplicationIp {replication_ip} and ReplicationPort {replication_port}: a cluster node names itself to the others by this endpoint, so it must be the address and port they reach it at (not 0.0.0.0 or port 0)"
+        )));
+    }
     if cluster.is_cluster() && cluster.gossip_seeds.is_empty() {
         return Err(ConfigError::Conflict(if named {
             format!(
@@ -1507,9 +1512,9 @@ mod tests {
             conflict(&["--cluster-size", "3", "--gossip-seed", "127.0.0.1:1112"]),
             "GossipSeed names only this node's own replication endpoint 127.0.0.1:1112: list the other nodes' replication endpoints (ip:port, comma-separated)"
         );
-        let any = ["--cluster-size", "3", "--replication-ip", "0.0.0.0", "--gossip-seed", "127.0.0.1:1112"];
+        let any = ["--cluster-size", "3", "--replication-ip", "0.0.0.0", "--gossip-seed", "127.0.0.1:1113"];
         assert!(conflict(&any)
-            .starts_with("GossipSeed names only this node's own replication endpoint 0.0.0.0:1112"));
+            .starts_with("ReplicationIp 0.0.0.0 and ReplicationPort 1112: a cluster node names itself"));
         assert!(parse_cli(&["--cluster-size", "3", "--gossip-seed", "127.0.0.1:1113"]).is_ok());
         assert_eq!(
             conflict(&["--read-only-replica"]),
@@ -1598,16 +1603,6 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.cluster.gossip_seeds, vec![addr("10.0.0.2:1112")]);
-        let c = parse_cli(&[
-            "--cluster-size",
-            "3",
-            "--replication-ip",
-            "0.0.0.0",
-            "--gossip-seed",
-            "127.0.0.1:1112,127.0.0.1:1113",
-        ])
-        .unwrap();
-        assert_eq!(c.cluster.gossip_seeds, vec![addr("127.0.0.1:1113")]);
         assert!(c.cluster.names_this_node(addr("127.0.0.1:1112")));
         assert!(!c.cluster.names_this_node(addr("10.0.0.2:1112")));
     }

@@ -57,6 +57,7 @@ fn settings(i: usize) -> Settings {
         gossip_timeout: Duration::from_secs(1),
         http: None,
         instance: [i as u8; 16],
+        allow_surplus: false,
         fresh: false,
     }
 }

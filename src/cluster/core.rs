@@ -358,6 +358,10 @@ pub struct Settings {
     pub http: Option<SocketAddr>,
     /// This node's instance id.
     pub instance: [u8; 16],
+    /// Members beyond the configured ones may vote (`UnsafeAllowSurplusNodes`): with it off, a
+    /// node votes only for configured members, so a misconfigured extra node cannot form a
+    /// second majority.
+    pub allow_surplus: bool,
     /// The database was created empty at this start: the node votes only after it has followed
     /// a leader (a wiped node must not vote again in a term it voted in before).
     pub fresh: bool,
@@ -847,6 +851,16 @@ impl Core {
         out: &mut Vec<Effect>,
     ) {
         if self.settings.read_only {
+            return;
+        }
+        if !self.settings.allow_surplus && !self.settings.peers.contains(&from) {
+            self.refuse(
+                format!(
+                    "refusing to vote for {from}: it is not one of this node's configured members (GossipSeed); \
+                     a node beyond the cluster size could form a second majority"
+                ),
+                out,
+            );
             return;
         }
         // The lease: while a leader is heard from, nobody else can be elected. A node that
@@ -1371,6 +1385,7 @@ mod tests {
             gossip_timeout: Duration::from_secs(1),
             http: None,
             instance: [i as u8; 16],
+            allow_surplus: false,
             fresh: false,
         }
     }
@@ -1556,6 +1571,21 @@ mod tests {
         net.settle();
         assert_eq!(net.cores[0].state(), VNodeState::Slave);
         assert_eq!(net.logs[0], net.logs[2]);
+    }
+
+    #[test]
+    fn a_node_that_is_not_a_configured_member_gets_no_vote() {
+        let mut net = Net::new(&[0, 0, 0]);
+        let stranger = SocketAddr::from(([10, 0, 0, 9], 1112));
+        let env = Envelope {
+            from: stranger,
+            cluster_size: 3,
+            term: 5,
+            msg: Msg::RequestVote { last_epoch: Some(4), durable: 100, priority: 0 },
+        };
+        net.input(0, Input::Message(env));
+        assert!(net.queue.is_empty(), "no vote for a surplus node");
+        assert!(net.refusals.iter().any(|(_, w)| w.contains("not one of this node's configured members")));
     }
 
     #[test]

@@ -118,6 +118,7 @@ impl Cluster {
             gossip_timeout: cfg.gossip_timeout,
             http: Some(http),
             instance,
+            allow_surplus: cfg.allow_surplus_nodes,
             fresh,
         };
         tracing::info!(
