@@ -55,6 +55,7 @@ fn settings(i: usize) -> Settings {
         max_truncation: None,
         gossip_interval: Duration::from_secs(3600),
         gossip_timeout: Duration::from_secs(1),
+        dead_member_removal: Duration::from_secs(1800),
         http: None,
         instance: [i as u8; 16],
         allow_surplus: false,

@@ -354,6 +354,8 @@ pub struct Settings {
     pub gossip_interval: Duration,
     /// A member not heard from for this long is reported dead.
     pub gossip_timeout: Duration,
+    /// A member not heard from for this long is forgotten (unless it is configured).
+    pub dead_member_removal: Duration,
     /// This node's client HTTP endpoint, as gossip tells it.
     pub http: Option<SocketAddr>,
     /// This node's instance id.
@@ -675,6 +677,10 @@ impl Core {
     fn tick(&mut self, out: &mut Vec<Effect>) {
         if self.now >= self.next_gossip {
             self.next_gossip = self.now + self.settings.gossip_interval;
+            // Members that are not configured and have been silent long enough are forgotten.
+            let (now, removal) = (self.now, self.settings.dead_member_removal);
+            let peers = &self.settings.peers;
+            self.known.retain(|id, (_, at)| peers.contains(id) || now.saturating_sub(*at) < removal);
             let view = self.view();
             for to in self.members() {
                 self.send(to, Msg::Gossip(view.clone()), out);
@@ -1383,6 +1389,7 @@ mod tests {
             max_truncation: Some(4),
             gossip_interval: Duration::from_secs(3600),
             gossip_timeout: Duration::from_secs(1),
+            dead_member_removal: Duration::from_secs(1800),
             http: None,
             instance: [i as u8; 16],
             allow_surplus: false,

@@ -116,6 +116,7 @@ impl Cluster {
             max_truncation: cfg.max_truncation,
             gossip_interval: cfg.gossip_interval,
             gossip_timeout: cfg.gossip_timeout,
+            dead_member_removal: cfg.dead_member_removal,
             http: Some(http),
             instance,
             allow_surplus: cfg.allow_surplus_nodes,
