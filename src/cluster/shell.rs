@@ -70,6 +70,8 @@ pub struct Cluster {
     outgoing: Mutex<BTreeMap<NodeId, mpsc::Sender<Vec<u8>>>>,
     status: Mutex<Status>,
     mastered: crate::env::Watermark,
+    /// Set by [`Cluster::fatal`]: the driver stops and incoming messages are dropped.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 fn epoch_of(e: &EpochRecord) -> Epoch {
@@ -147,6 +149,7 @@ impl Cluster {
             inbox: tx,
             outgoing: Mutex::new(BTreeMap::new()),
             mastered: crate::env::Watermark::new(0),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
         env.rt.spawn(Box::pin(cluster.clone().ticks()));
@@ -168,7 +171,7 @@ impl Cluster {
     async fn ticks(self: Arc<Self>) {
         loop {
             self.env.rt.sleep(TICK).await;
-            if self.inbox.send(Input::Tick(self.env.clock.monotonic())).is_err() {
+            if self.is_stopped() || self.inbox.send(Input::Tick(self.env.clock.monotonic())).is_err() {
                 return;
             }
         }
@@ -178,7 +181,8 @@ impl Cluster {
         let mut seen = self.store.durable_watermark().get();
         loop {
             seen = self.store.durable_watermark().wait_until(|v| v > seen).await;
-            if self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err() {
+            if self.is_stopped() || self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err()
+            {
                 return;
             }
         }
@@ -203,7 +207,7 @@ impl Cluster {
         loop {
             match wire::read_frame(&mut conn).await {
                 Ok(env) => {
-                    if self.inbox.send(Input::Message(env)).is_err() {
+                    if self.is_stopped() || self.inbox.send(Input::Message(env)).is_err() {
                         return;
                     }
                 }
@@ -296,8 +300,15 @@ impl Cluster {
                     },
                 },
             };
+            if self.is_stopped() {
+                return;
+            }
             let effects = core.step(input);
             for e in effects {
+                if self.is_stopped() {
+                    // Nothing that depends on a failed write may leave.
+                    return;
+                }
                 let next = match e {
                     // A follower's writes are staged while more messages wait, then flushed
                     // together (bounded): one set of syncs for many shipments.
@@ -321,6 +332,9 @@ impl Cluster {
                 if let Some(next) = next {
                     pending.push_back(next);
                 }
+            }
+            if self.is_stopped() {
+                return;
             }
             let state = core.state();
             if state != was {
@@ -504,10 +518,23 @@ impl Cluster {
         }
     }
 
+    /// A local failure the node cannot vouch past (its disk failed): it stops taking part in
+    /// the cluster (no votes, no acknowledgements, no candidacy), keeps its data as it is, and
+    /// says why; the others go on with their quorum. A restart brings it back.
     fn fatal(&self, why: String) {
-        tracing::error!("{why}; this node stops taking part in the cluster");
-        lock(&self.status).refusal = Some(why);
+        tracing::error!("{why}; this node stops taking part in the cluster until it is restarted");
+        self.stopped.store(true, std::sync::atomic::Ordering::Release);
+        {
+            let mut st = lock(&self.status);
+            st.refusal = Some(why);
+            st.state = VNodeState::ShuttingDown;
+            st.leader_http = None;
+        }
         self.store.set_leading(false);
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
