@@ -9,8 +9,10 @@
 //! - [`config`]: server options (command line, YAML, environment);
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
+//! - [`backup`]: the backup, restore and backup-verification tools;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
+pub mod backup;
 pub mod buggify;
 pub mod cluster;
 pub mod config;

@@ -11,6 +11,9 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = annal::backup::cli::dispatch(&args) {
+        return code;
+    }
     let env_vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect();
     let config = match Config::parse(&args, &env_vars, annal::env::real::read_text_file) {
         Ok(c) => c,

@@ -42,6 +42,9 @@ pub enum NodeError {
         #[source]
         source: std::io::Error,
     },
+    /// Another process (or another open node) holds the database directory's lock.
+    #[error("cannot lock the database directory: {0}")]
+    Lock(#[from] crate::backup::BackupError),
     /// The HTTP listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -75,11 +78,15 @@ pub struct Node {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// The database was created empty at this start.
     fresh: bool,
+    /// Held from open until the store is closed at shutdown: `annal restore` refuses a directory
+    /// a node holds.
+    db_lock: std::sync::Mutex<Option<crate::backup::lock::DbLock>>,
 }
 
 impl Node {
     /// Opens the database and builds the services.
     pub fn open(env: Env, config: Config) -> Result<Arc<Node>, NodeError> {
+        let db_lock = crate::backup::lock::DbLock::acquire(&env, &config.db)?;
         let store = Store::recover(&env, config.store_config())?;
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
             tracing::warn!(report = ?store.recovery, "recovery changed the log");
@@ -107,6 +114,7 @@ impl Node {
             shutdown,
             cluster: std::sync::OnceLock::new(),
             fresh,
+            db_lock: std::sync::Mutex::new(Some(db_lock)),
         }))
     }
 
@@ -175,7 +183,9 @@ impl Node {
                 let _ = node.scavenger().stop("current").await;
             }
             let store = node.store().clone();
-            node.env.blocking(move || store.close()).await
+            let closed = node.env.blocking(move || store.close()).await;
+            node.db_lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+            closed
         }))
     }
 

@@ -16,6 +16,7 @@
 //!   flushes and merges); the simulated runtimes run it inline, which keeps runs deterministic.
 
 pub mod mem;
+pub mod overlay;
 pub mod real;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -130,6 +131,16 @@ pub trait Disk: Send + Sync {
         false
     }
 
+    /// Takes an exclusive advisory lock on the file at `path` (created if missing) for as long
+    /// as the returned guard lives; `Ok(None)` when another holder has it. The lock tells
+    /// processes apart (the real disk uses `flock`, released when its holder dies); disks that
+    /// live inside one process (in-memory, simulated) have no processes to exclude and grant
+    /// every request (the default).
+    fn try_lock(&self, path: &Path) -> io::Result<Option<DiskLock>> {
+        let _ = path;
+        Ok(Some(DiskLock(Box::new(()))))
+    }
+
     /// Creates `path` (truncating it) holding `len` zero bytes that are written and synced, so
     /// later writes overwrite allocated blocks. The default writes zeros in 1 MiB pieces; the real
     /// disk bypasses the page cache, which is several times faster for large files.
@@ -140,6 +151,9 @@ pub trait Disk: Send + Sync {
         Ok(f)
     }
 }
+
+/// A held [`Disk::try_lock`]: dropping it releases the lock.
+pub struct DiskLock(pub Box<dyn std::any::Any + Send + Sync>);
 
 /// Adds the time between two monotonic readings (`to` - `from`) to a counter of nanoseconds, for
 /// statistics.

@@ -302,6 +302,27 @@ impl Disk for RealDisk {
             Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
     }
+    fn try_lock(&self, path: &Path) -> io::Result<Option<super::DiskLock>> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        // SAFETY: `f` is an open descriptor; flock has no memory effects. The lock lives as long
+        // as the descriptor, which the guard owns, and dies with the process.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(Some(super::DiskLock(Box::new(f))));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Ok(None);
+        }
+        Err(io::Error::new(e.kind(), format!("lock {}: {e}", path.display())))
+    }
     fn space(&self, path: &Path) -> Option<(u64, u64)> {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;

@@ -39,6 +39,28 @@ pub struct Entry {
     pub position: u64,
 }
 
+/// Parses and checks an `indexmap` file: its index checkpoint and the table names it lists.
+pub fn parse_indexmap(bytes: &[u8]) -> Result<(u64, Vec<String>), String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "indexmap is not text".to_string())?;
+    let (sum, rest) = text.split_once('\n').ok_or("indexmap is truncated")?;
+    if format!("{:08x}", crc32fast::hash(rest.as_bytes())) != sum.trim() {
+        return Err("indexmap checksum mismatch".into());
+    }
+    let mut lines = rest.lines();
+    if lines.next() != Some(INDEXMAP_VERSION) {
+        return Err("unknown indexmap version".into());
+    }
+    let cp = lines.next().ok_or("indexmap has no checkpoint")?;
+    let checkpoint: u64 =
+        cp.split('/').next().and_then(|s| s.parse().ok()).ok_or("indexmap checkpoint is not a number")?;
+    lines.next().ok_or("indexmap has no merge level")?;
+    let mut names = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        names.push(line.rsplit(',').next().ok_or("bad indexmap line")?.to_string());
+    }
+    Ok((checkpoint, names))
+}
+
 /// The 64-bit stream hash (FNV-1a, then a mixing step), masked by `mask` (all ones in production;
 /// tests narrow it to force collisions).
 pub fn stream_hash(name: &str, mask: u64) -> u64 {
@@ -211,22 +233,9 @@ impl Index {
             return Ok(None);
         }
         let text = env.read_file(&path).map_err(|e| e.to_string())?;
-        let text = String::from_utf8(text).map_err(|_| "indexmap is not text".to_string())?;
-        let (sum, rest) = text.split_once('\n').ok_or("indexmap is truncated")?;
-        if format!("{:08x}", crc32fast::hash(rest.as_bytes())) != sum.trim() {
-            return Err("indexmap checksum mismatch".into());
-        }
-        let mut lines = rest.lines();
-        if lines.next() != Some(INDEXMAP_VERSION) {
-            return Err("unknown indexmap version".into());
-        }
-        let cp = lines.next().ok_or("indexmap has no checkpoint")?;
-        let checkpoint: u64 =
-            cp.split('/').next().and_then(|s| s.parse().ok()).ok_or("indexmap checkpoint is not a number")?;
-        lines.next().ok_or("indexmap has no merge level")?;
+        let (checkpoint, names) = parse_indexmap(&text)?;
         let mut tables = Vec::new();
-        for line in lines.filter(|l| !l.is_empty()) {
-            let name = line.rsplit(',').next().ok_or("bad indexmap line")?;
+        for name in &names {
             let tp = cfg.dir.join(name);
             let table = PTable::open(&*env.disk, &tp).map_err(|e| e.to_string())?;
             let bp = cfg.dir.join(format!("{name}.bloomfilter"));

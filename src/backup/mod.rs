@@ -1,0 +1,284 @@
+//! Backup, restore and backup verification: the maintenance tools behind `annal backup`,
+//! `annal restore` and `annal backup verify`.
+//!
+//! A backup directory holds the log's files under `db/` (chunks and the checkpoints `chaser.chk`,
+//! `epoch.chk`, `writer.chk`, `proposal.chk`), the index's files under `index/` (`indexmap`, the
+//! UUID tables and their `.bloomfilter`s, `stream-existence/`, `scavenging/scavenging.db`) and a
+//! manifest, `annal-backup.json`, naming the database it came from and whether it is complete.
+//!
+//! Modules: [`copy`] (taking a full or differential backup, in the fixed order below), [`verify`]
+//! (checking a backup without changing it), [`restore`] (copying a backup onto a stopped node),
+//! [`lock`] (the lock a node holds on its `db/` directory, and the database's identity),
+//! [`scavenge`] (stopping and resuming a running scavenge through the node's HTTP API) and
+//! [`cli`] (the command lines).
+//!
+//! Invariants:
+//! - every file lands in a backup or a restored database under a `.partial` name and is renamed
+//!   into place only once copied and synced, so a name in the destination is always a whole copy
+//!   (an interrupted run leaves only `.partial` files, which the next run ignores and replaces);
+//! - a backup's manifest says `in-progress` from the first file copied until the last step of the
+//!   procedure is done; `verify` and `restore` refuse a backup that is not `complete`;
+//! - a backup only ever holds files of one database (the manifest's `database_id`);
+//! - checkpoints are copied before chunks, so the chunks of a backup hold at least everything up
+//!   to its `chaser.chk`, which a restore writes to `truncate.chk`;
+//! - all disk access goes through [`crate::env::Disk`], so the tools run on the simulator's disks.
+
+pub mod cli;
+pub mod copy;
+pub mod lock;
+pub mod restore;
+pub mod scavenge;
+pub mod verify;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::env::{Env, OpenMode};
+
+/// The manifest's file name, at the top of a backup directory.
+pub const MANIFEST: &str = "annal-backup.json";
+/// Where a backup keeps the log's files.
+pub const DB_DIR: &str = "db";
+/// Where a backup keeps the index's files.
+pub const INDEX_DIR: &str = "index";
+/// Suffix of a file being copied.
+pub const PARTIAL: &str = ".partial";
+/// The log's checkpoints a backup copies, in the order it copies them.
+pub const LOG_CHECKPOINTS: [&str; 4] = ["chaser.chk", "epoch.chk", "writer.chk", "proposal.chk"];
+
+/// Errors of the backup tools. Each names what an operator needs to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// An I/O call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file failed its checksum or shape check.
+    #[error("corrupt file {file} at offset {offset}: {detail}")]
+    Corrupt {
+        /// The file.
+        file: PathBuf,
+        /// Byte offset in the file.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The files do not fit together (a missing chunk, checkpoints out of order).
+    #[error("inconsistent backup in {dir}: {detail}")]
+    Inconsistent {
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The directory is not a backup (or not a database) this tool can use.
+    #[error("{path} is not {what}: {detail}")]
+    NotA {
+        /// The directory.
+        path: PathBuf,
+        /// What it should have been.
+        what: &'static str,
+        /// Why it is not.
+        detail: String,
+    },
+    /// A backup whose procedure never finished.
+    #[error(
+        "the backup in {0} is incomplete (its procedure was interrupted); run `annal backup --differential` into it again to finish it"
+    )]
+    Incomplete(PathBuf),
+    /// The backup holds another database's files.
+    #[error("the backup in {dir} belongs to database {found}, not to {expected} (never mix backups of different nodes; use an empty directory)")]
+    OtherDatabase {
+        /// The backup directory.
+        dir: PathBuf,
+        /// The database being backed up.
+        expected: String,
+        /// The one the backup holds.
+        found: String,
+    },
+    /// The destination already holds files the operation would mix with.
+    #[error("{path} is not empty: {detail}")]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+        /// What to do instead.
+        detail: String,
+    },
+    /// A node runs on the database directory.
+    #[error("a node is running on {0} (it holds the directory's lock); stop it first")]
+    NodeRunning(PathBuf),
+    /// A scavenge could not be stopped (or the node could not be asked).
+    #[error("cannot back up while a scavenge may run: {0}")]
+    Scavenge(String),
+    /// Opening the backup as a node would failed.
+    #[error("the backup does not open as a database: {0}")]
+    Open(String),
+    /// A bad command line.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl BackupError {
+    /// Wraps an I/O error with the operation and path.
+    pub fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> BackupError + 'a {
+        move |source| BackupError::Io { op, path: path.to_path_buf(), source }
+    }
+}
+
+/// Whether a backup's procedure finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackupState {
+    /// Files are being (or were, when interrupted) copied.
+    InProgress,
+    /// Every step finished.
+    Complete,
+}
+
+/// `annal-backup.json`: what a backup directory holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Manifest format, 1.
+    pub format: u32,
+    /// Whether the procedure finished.
+    pub state: BackupState,
+    /// Identity of the source database (its `db/annal.id`, see [`lock`]).
+    pub database_id: String,
+    /// The source `db/` directory.
+    pub source_db: String,
+    /// The source index directory.
+    pub source_index: String,
+    /// Whether the last run was differential.
+    pub differential: bool,
+    /// When the last run began, µs since the Unix epoch.
+    pub started_us: i64,
+    /// When it finished (0 while in progress).
+    pub finished_us: i64,
+    /// Files the last run copied.
+    pub files_copied: u64,
+    /// Bytes the last run copied.
+    pub bytes_copied: u64,
+    /// The backup's `chaser.chk`: a restore holds the log up to here.
+    pub chaser: i64,
+    /// The backup's `writer.chk`.
+    pub writer: i64,
+}
+
+impl Manifest {
+    /// Reads `dir`'s manifest: `Ok(None)` when there is none.
+    pub fn read(env: &Env, dir: &Path) -> Result<Option<Manifest>, BackupError> {
+        let path = dir.join(MANIFEST);
+        if !env.disk.exists(&path) {
+            return Ok(None);
+        }
+        let bytes = env.read_file(&path).map_err(BackupError::io("read", &path))?;
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| BackupError::NotA {
+            path: dir.to_path_buf(),
+            what: "a backup",
+            detail: format!("{MANIFEST} does not parse: {e}"),
+        })
+    }
+
+    /// Writes `dir`'s manifest atomically and durably.
+    pub fn write(&self, env: &Env, dir: &Path) -> Result<(), BackupError> {
+        let path = dir.join(MANIFEST);
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| BackupError::Io {
+            op: "encode",
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        text.push(b'\n');
+        env.write_file_atomic(&path, &text).map_err(BackupError::io("write", &path))
+    }
+}
+
+/// Reads a checkpoint file's value (its first 8 bytes, little-endian).
+pub fn read_checkpoint(env: &Env, path: &Path) -> Result<i64, BackupError> {
+    let f = env.disk.open(path, OpenMode::Read).map_err(BackupError::io("open", path))?;
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, 0).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            BackupError::Corrupt {
+                file: path.to_path_buf(),
+                offset: 0,
+                detail: "shorter than 8 bytes".into(),
+            }
+        } else {
+            BackupError::Io { op: "read", path: path.to_path_buf(), source: e }
+        }
+    })?;
+    Ok(i64::from_le_bytes(b))
+}
+
+/// Whether `path` is a directory on `env`'s disk.
+pub fn is_dir(env: &Env, path: &Path) -> bool {
+    env.disk.list(path).is_ok()
+}
+
+/// Whether `name` is an index table or its bloom filter (`<uuid>` or `<uuid>.bloomfilter`).
+pub fn is_index_table_name(name: &str) -> bool {
+    uuid::Uuid::parse_str(name.strip_suffix(".bloomfilter").unwrap_or(name)).is_ok()
+        && !name.ends_with(PARTIAL)
+}
+
+/// Bytes per read and write when copying.
+const COPY_PIECE: usize = 4 << 20;
+
+/// What [`copy_file`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// Copied, this many bytes.
+    Bytes(u64),
+    /// The source file does not exist (any more).
+    Vanished,
+}
+
+/// Copies `from` to `to`: written to `to.partial`, synced, then renamed over `to` (the caller
+/// syncs the directory). `progress` is told of every piece copied.
+pub fn copy_file(
+    env: &Env,
+    from: &Path,
+    to: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Copied, BackupError> {
+    let src = match env.disk.open(from, OpenMode::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Copied::Vanished),
+        Err(e) => return Err(BackupError::Io { op: "open", path: from.to_path_buf(), source: e }),
+    };
+    let partial = partial_path(to);
+    let dst =
+        env.disk.open(&partial, OpenMode::CreateTruncate).map_err(BackupError::io("create", &partial))?;
+    let len = src.len().map_err(BackupError::io("stat", from))?;
+    let mut buf = vec![0u8; COPY_PIECE.min(len.max(1) as usize)];
+    let mut at = 0u64;
+    loop {
+        let n = src.read_at(&mut buf, at).map_err(BackupError::io("read", from))?;
+        if n == 0 {
+            break;
+        }
+        dst.write_all_at(&buf[..n], at).map_err(BackupError::io("write", &partial))?;
+        at += n as u64;
+        progress(n as u64);
+    }
+    dst.sync_data().map_err(BackupError::io("sync", &partial))?;
+    drop(dst);
+    env.disk.rename(&partial, to).map_err(BackupError::io("rename", &partial))?;
+    Ok(Copied::Bytes(at))
+}
+
+/// `path` with [`PARTIAL`] appended.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(PARTIAL);
+    PathBuf::from(s)
+}
