@@ -7,6 +7,9 @@
 //!   writers (group commit), batches of 100, read-forward throughput from the page cache, and
 //!   index memory for many streams; it prints a table and peak RSS.
 //! - `annal-bench scavenge [--gib G] [--dir PATH]` measures a scavenge of a log of `G` GiB.
+//! - `annal-bench backup [--gib G] [--dir PATH] [--seconds N]` measures backup, restore and verify
+//!   of a `G` GiB database beside `cp -r` of the same files, and the throughput of 16 appending
+//!   writers alone and during a backup.
 //! - `annal-bench disk [--seconds N] [--dir PATH]` measures what one 1 KiB append plus `fdatasync`
 //!   costs on this disk, by how the file's space was prepared and whether the write ends a page,
 //!   and what two flushes cost issued concurrently from two threads against one after the other.
@@ -36,6 +39,7 @@
 // A measurement tool, not node code: it uses OS time, threads, sockets and /proc directly.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod backup;
 mod cluster;
 mod disk;
 mod gen;
@@ -75,6 +79,7 @@ pub struct Args {
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
        annal-bench scavenge [--gib G] [--dir PATH]
+       annal-bench backup [--gib G] [--dir PATH] [--seconds N]
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench instructions [--appends N]   (needs valgrind)
@@ -162,6 +167,7 @@ fn main() {
         "storage" => storage::storage(&args),
         "disk" => disk::disk(&args),
         "scavenge" => scavenge::scavenge(&args),
+        "backup" => backup::backup_bench(&args),
         "http" => http::http_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
         "instructions" => instructions::instructions(&args),
@@ -169,7 +175,7 @@ fn main() {
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, http, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, http, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }

@@ -255,10 +255,12 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
                 offline_lock = Some(lock);
                 Box::new(NoNode)
             }
-            Err(BackupError::NodeRunning(_)) => return Err(Failure::Failed(BackupError::Scavenge(format!(
+            Err(BackupError::NodeRunning(_)) => {
+                return Err(Failure::Failed(BackupError::Scavenge(format!(
                 "a node runs on {} but does not answer at {addr}; pass its --url so scavenges can be stopped",
                 db.display()
-            )))),
+            ))))
+            }
             Err(e) => return Err(e.into()),
         }
     };

@@ -36,8 +36,8 @@ use crate::log::chunk::{self, ChunkFooter, FOOTER_SIZE};
 
 use super::scavenge::ScavengeControl;
 use super::{
-    copy_file, is_dir, is_index_table_name, read_checkpoint, BackupError, BackupState, Copied, Manifest,
-    DB_DIR, INDEX_DIR, LOG_CHECKPOINTS, PARTIAL,
+    copy_data, is_dir, is_index_table_name, read_checkpoint, settle, BackupError, BackupState, Copied,
+    Manifest, Unsynced, DB_DIR, INDEX_DIR, LOG_CHECKPOINTS, PARTIAL,
 };
 
 /// Rounds of the index steps (2)–(5), and listings of the chunks, before giving up: each round
@@ -100,30 +100,48 @@ pub struct BackupSummary {
     pub elapsed: Duration,
 }
 
+/// Copies not yet synced and renamed are settled once this many bytes (or files) wait: one
+/// batch of syncs lets the kernel write the files back together, as `cp` followed by one `sync`
+/// does, where a sync per file would wait for each in turn.
+const BATCH_BYTES: u64 = 1 << 30;
+const BATCH_FILES: usize = 64;
+
 struct Run<'a> {
     env: &'a Env,
     progress: &'a mut dyn FnMut(Progress<'_>),
     summary: BackupSummary,
     planned: u64,
+    /// Copied files waiting for their sync and rename (see [`Run::settle`]).
+    batch: Vec<Unsynced>,
 }
 
 impl Run<'_> {
-    fn copy(&mut self, from: &Path, to: &Path) -> Result<Copied, BackupError> {
+    /// Copies one file. It is synced and renamed to its name by the next [`Run::settle`] (every
+    /// directory sync and every look at the destination settles first).
+    async fn copy(&mut self, from: &Path, to: &Path) -> Result<Copied, BackupError> {
         (self.progress)(Progress::File(from));
         let mut done = self.summary.bytes_copied;
         let planned = self.planned;
         let progress = &mut *self.progress;
-        let r = copy_file(self.env, from, to, &mut |n| {
+        let r = copy_data(self.env, from, to, &mut |n| {
             done += n;
             progress(Progress::Bytes { done, planned: planned.max(done) });
         })?;
-        if let Copied::Bytes(n) = r {
-            self.summary.files_copied += 1;
-            self.summary.bytes_copied += n;
+        let Some(unsynced) = r else { return Ok(Copied::Vanished) };
+        let n = unsynced.bytes;
+        self.summary.files_copied += 1;
+        self.summary.bytes_copied += n;
+        self.batch.push(unsynced);
+        if self.batch.len() >= BATCH_FILES || self.batch.iter().map(|u| u.bytes).sum::<u64>() >= BATCH_BYTES {
+            self.settle().await?;
         }
-        Ok(r)
+        Ok(Copied::Bytes(n))
     }
 
+    /// Syncs every copy of the batch, then renames each to its name.
+    async fn settle(&mut self) -> Result<(), BackupError> {
+        settle(self.env, &mut self.batch)
+    }
     fn plan(&mut self, path: &Path) {
         if let Ok(f) = self.env.disk.open(path, OpenMode::Read) {
             self.planned += f.len().unwrap_or(0);
@@ -136,13 +154,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError> {
+    async fn sync_dir(&mut self, dir: &Path) -> Result<(), BackupError> {
+        self.settle().await?;
         self.env.disk.sync_dir(dir).map_err(BackupError::io("sync directory", dir))
     }
 
-    fn create_dir(&self, dir: &Path) -> Result<(), BackupError> {
+    async fn create_dir(&mut self, dir: &Path) -> Result<(), BackupError> {
         self.env.disk.create_dir_all(dir).map_err(BackupError::io("create directory", dir))?;
-        self.sync_dir(super::super::env::parent(dir))
+        self.sync_dir(crate::env::parent(dir)).await
     }
 }
 
@@ -207,8 +226,12 @@ pub async fn backup(
     let began = env.clock.monotonic();
     progress(Progress::Step("stopping a running scavenge"));
     let stopped = control.stop_running().await?;
-    let mut run = Run { env, progress, summary: BackupSummary::default(), planned: 0 };
-    let result = copy_all(&mut run, opts, database_id).await;
+    let mut run = Run { env, progress, summary: BackupSummary::default(), planned: 0, batch: Vec::new() };
+    let mut result = copy_all(&mut run, opts, database_id).await;
+    let settled = run.settle().await;
+    if result.is_ok() {
+        result = settled;
+    }
     let mut summary = run.summary;
     summary.scavenge_stopped = stopped.clone();
     if stopped.is_some() {
@@ -221,7 +244,7 @@ pub async fn backup(
 async fn copy_all(run: &mut Run<'_>, opts: &BackupOptions, database_id: &str) -> Result<(), BackupError> {
     let env = run.env;
     let (bd, bi) = (opts.dest.join(DB_DIR), opts.dest.join(INDEX_DIR));
-    run.create_dir(&opts.dest)?;
+    run.create_dir(&opts.dest).await?;
     let mut manifest = Manifest {
         format: 1,
         state: BackupState::InProgress,
@@ -237,13 +260,13 @@ async fn copy_all(run: &mut Run<'_>, opts: &BackupOptions, database_id: &str) ->
         writer: -1,
     };
     manifest.write(env, &opts.dest)?;
-    run.create_dir(&bd)?;
-    run.create_dir(&bi)?;
+    run.create_dir(&bd).await?;
+    run.create_dir(&bi).await?;
     (run.progress)(Progress::Step("index"));
     copy_index(run, &opts.source_index, &bi).await?;
     (run.progress)(Progress::Step("log"));
-    copy_log(run, &opts.source_db, &bd)?;
-    run.env.disk.sync_dir(&opts.dest).map_err(BackupError::io("sync directory", &opts.dest))?;
+    copy_log(run, &opts.source_db, &bd).await?;
+    run.sync_dir(&opts.dest).await?;
     manifest.state = BackupState::Complete;
     manifest.finished_us = env.clock.wall_micros();
     manifest.files_copied = run.summary.files_copied;
@@ -267,7 +290,7 @@ async fn copy_index(run: &mut Run<'_>, si: &Path, bi: &Path) -> Result<(), Backu
         let listed = loop {
             // (2) Copy indexmap, repeating until the source holds one.
             loop {
-                match run.copy(&si.join("indexmap"), &bi.join("indexmap"))? {
+                match run.copy(&si.join("indexmap"), &bi.join("indexmap")).await? {
                     Copied::Bytes(_) => break,
                     Copied::Vanished => {
                         rounds = bump(rounds, si, "the indexmap never appeared")?;
@@ -291,8 +314,9 @@ async fn copy_index(run: &mut Run<'_>, si: &Path, bi: &Path) -> Result<(), Backu
                 }
                 run.plan(&si.join(name));
                 // A table a merge removed meanwhile: the indexmap changed too, step (5) sees it.
-                run.copy(&si.join(name), &to)?;
+                run.copy(&si.join(name), &to).await?;
             }
+            run.settle().await?;
             // (5) Stable when the source's indexmap is the one copied and the backup holds every
             // table it lists.
             let copied =
@@ -317,7 +341,7 @@ async fn copy_index(run: &mut Run<'_>, si: &Path, bi: &Path) -> Result<(), Backu
                 run.remove(&bi.join(&name))?;
             }
         }
-        run.sync_dir(bi)?;
+        run.sync_dir(bi).await?;
     }
     // (7), (8), (9): each if present.
     for (sub, name) in [
@@ -328,10 +352,10 @@ async fn copy_index(run: &mut Run<'_>, si: &Path, bi: &Path) -> Result<(), Backu
         let from = si.join(sub).join(name);
         if env.disk.exists(&from) {
             let dir = bi.join(sub);
-            run.create_dir(&dir)?;
+            run.create_dir(&dir).await?;
             run.plan(&from);
-            run.copy(&from, &dir.join(name))?;
-            run.sync_dir(&dir)?;
+            run.copy(&from, &dir.join(name)).await?;
+            run.sync_dir(&dir).await?;
         }
     }
     Ok(())
@@ -356,7 +380,7 @@ fn is_complete(env: &Env, path: &Path) -> bool {
 }
 
 /// The log steps (1)–(5).
-fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> {
+async fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> {
     let env = run.env;
     // (1) The last chunk of the backup (and any other not complete) is copied again.
     let mut held: Vec<String> = env
@@ -376,12 +400,12 @@ fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> 
                 .map_err(BackupError::io("rename", &path))?;
         }
     }
-    run.sync_dir(bd)?;
+    run.sync_dir(bd).await?;
     // (2) The checkpoints, in order.
     for name in LOG_CHECKPOINTS {
         let from = sd.join(name);
         run.plan(&from);
-        if run.copy(&from, &bd.join(name))? == Copied::Vanished {
+        if run.copy(&from, &bd.join(name)).await? == Copied::Vanished {
             return Err(BackupError::NotA {
                 path: sd.to_path_buf(),
                 what: "a database directory",
@@ -389,7 +413,7 @@ fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> 
             });
         }
     }
-    run.sync_dir(bd)?;
+    run.sync_dir(bd).await?;
     // (3), (4): every chunk file of the source; listed again while a scavenge replaces some.
     let mut rounds = 0u32;
     let listed = loop {
@@ -413,10 +437,11 @@ fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> 
                 }
                 continue;
             }
-            if run.copy(&sd.join(name), &to)? == Copied::Vanished {
+            if run.copy(&sd.join(name), &to).await? == Copied::Vanished {
                 vanished = true;
             }
         }
+        run.settle().await?;
         if !vanished {
             break listed;
         }
@@ -430,7 +455,7 @@ fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> 
             run.remove(&bd.join(&name))?;
         }
     }
-    run.sync_dir(bd)?;
+    run.sync_dir(bd).await?;
     run.summary.chunks = listed.len() as u64;
     run.summary.chaser = read_checkpoint(env, &bd.join("chaser.chk"))?;
     run.summary.writer = read_checkpoint(env, &bd.join("writer.chk"))?;

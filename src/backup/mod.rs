@@ -250,9 +250,57 @@ pub fn copy_file(
     to: &Path,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Copied, BackupError> {
+    match copy_data(env, from, to, progress)? {
+        Some(done) => {
+            let n = done.bytes;
+            done.finish(env)?;
+            Ok(Copied::Bytes(n))
+        }
+        None => Ok(Copied::Vanished),
+    }
+}
+
+/// A file whose bytes were written to its `.partial` name but not yet synced and renamed.
+pub struct Unsynced {
+    file: std::sync::Arc<dyn crate::env::File>,
+    partial: PathBuf,
+    to: PathBuf,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+impl Unsynced {
+    /// Syncs the copy and renames it to its final name.
+    pub fn finish(self, env: &Env) -> Result<(), BackupError> {
+        self.file.sync_data().map_err(BackupError::io("sync", &self.partial))?;
+        drop(self.file);
+        env.disk.rename(&self.partial, &self.to).map_err(BackupError::io("rename", &self.partial))
+    }
+}
+
+/// Syncs every copy in `batch`, then renames each to its final name (the caller syncs the
+/// directories); empties the batch.
+pub fn settle(env: &Env, batch: &mut Vec<Unsynced>) -> Result<(), BackupError> {
+    for u in batch.iter() {
+        u.file.sync_data().map_err(BackupError::io("sync", &u.partial))?;
+    }
+    for u in batch.drain(..) {
+        u.finish(env)?;
+    }
+    Ok(())
+}
+
+/// The first half of [`copy_file`]: writes `from`'s bytes to `to.partial`. `None`: `from` does
+/// not exist (any more).
+pub fn copy_data(
+    env: &Env,
+    from: &Path,
+    to: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<Unsynced>, BackupError> {
     let src = match env.disk.open(from, OpenMode::Read) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Copied::Vanished),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(BackupError::Io { op: "open", path: from.to_path_buf(), source: e }),
     };
     let partial = partial_path(to);
@@ -270,10 +318,7 @@ pub fn copy_file(
         at += n as u64;
         progress(n as u64);
     }
-    dst.sync_data().map_err(BackupError::io("sync", &partial))?;
-    drop(dst);
-    env.disk.rename(&partial, to).map_err(BackupError::io("rename", &partial))?;
-    Ok(Copied::Bytes(at))
+    Ok(Some(Unsynced { file: dst, partial, to: to.to_path_buf(), bytes: at }))
 }
 
 /// `path` with [`PARTIAL`] appended.

@@ -21,8 +21,8 @@ use crate::log::chunk::{self, ChunkHeader, HEADER_SIZE};
 
 use super::lock::{DbLock, ID_FILE, LOCK_FILE};
 use super::{
-    copy_file, is_dir, read_checkpoint, BackupError, BackupState, Copied, Manifest, DB_DIR, INDEX_DIR,
-    LOG_CHECKPOINTS, PARTIAL,
+    copy_data, is_dir, read_checkpoint, settle, BackupError, BackupState, Manifest, Unsynced, DB_DIR,
+    INDEX_DIR, LOG_CHECKPOINTS, PARTIAL,
 };
 use crate::env::OpenMode;
 
@@ -96,22 +96,32 @@ pub fn restore(
         env.disk.remove(&path).map_err(BackupError::io("remove", &path))?;
         summary.removed += 1;
     }
-    let mut copy = |from: &Path, to: &Path, summary: &mut RestoreSummary| -> Result<(), BackupError> {
+    // Copies are synced and renamed in batches (see `copy.rs`): before each directory sync.
+    let mut batch: Vec<Unsynced> = Vec::new();
+    let mut copy = |from: &Path, to: &Path, summary: &mut RestoreSummary, batch: &mut Vec<Unsynced>| {
         let mut done = summary.bytes;
-        match copy_file(env, from, to, &mut |n| {
+        match copy_data(env, from, to, &mut |n| {
             done += n;
             progress(from, done);
         })? {
-            Copied::Bytes(n) => {
+            Some(u) => {
                 summary.files += 1;
-                summary.bytes += n;
+                summary.bytes += u.bytes;
+                batch.push(u);
+                if batch.len() >= 64 || batch.iter().map(|u| u.bytes).sum::<u64>() >= 1 << 30 {
+                    settle(env, batch)?;
+                }
                 Ok(())
             }
-            Copied::Vanished => Err(BackupError::Inconsistent {
+            None => Err(BackupError::Inconsistent {
                 dir: opts.from.clone(),
                 detail: format!("{} vanished during the restore", from.display()),
             }),
         }
+    };
+    let sync_dir = |dir: &Path, batch: &mut Vec<Unsynced>| -> Result<(), BackupError> {
+        settle(env, batch)?;
+        env.disk.sync_dir(dir).map_err(BackupError::io("sync directory", dir))
     };
     // The index, with its subdirectories.
     let mut dirs = vec![(bi.clone(), opts.index.clone())];
@@ -125,22 +135,22 @@ pub fn restore(
             if is_dir(env, &f) {
                 dirs.push((f, t));
             } else if !name.ends_with(PARTIAL) {
-                copy(&f, &t, &mut summary)?;
+                copy(&f, &t, &mut summary, &mut batch)?;
             }
         }
-        env.disk.sync_dir(&to).map_err(BackupError::io("sync directory", &to))?;
+        sync_dir(&to, &mut batch)?;
     }
     for name in &chunks {
-        copy(&bd.join(name), &opts.db.join(name), &mut summary)?;
+        copy(&bd.join(name), &opts.db.join(name), &mut summary, &mut batch)?;
     }
-    env.disk.sync_dir(&opts.db).map_err(BackupError::io("sync directory", &opts.db))?;
+    sync_dir(&opts.db, &mut batch)?;
     for name in ["chaser.chk", "epoch.chk", "proposal.chk"] {
-        copy(&bd.join(name), &opts.db.join(name), &mut summary)?;
+        copy(&bd.join(name), &opts.db.join(name), &mut summary, &mut batch)?;
     }
-    copy(&bd.join("chaser.chk"), &opts.db.join("truncate.chk"), &mut summary)?;
-    env.disk.sync_dir(&opts.db).map_err(BackupError::io("sync directory", &opts.db))?;
-    copy(&bd.join("writer.chk"), &opts.db.join("writer.chk"), &mut summary)?;
-    env.disk.sync_dir(&opts.db).map_err(BackupError::io("sync directory", &opts.db))?;
+    copy(&bd.join("chaser.chk"), &opts.db.join("truncate.chk"), &mut summary, &mut batch)?;
+    sync_dir(&opts.db, &mut batch)?;
+    copy(&bd.join("writer.chk"), &opts.db.join("writer.chk"), &mut summary, &mut batch)?;
+    sync_dir(&opts.db, &mut batch)?;
     drop(lock);
     Ok(summary)
 }

@@ -1,0 +1,222 @@
+//! `annal-bench backup`: backup, restore and verify speed on a database of `--gib` GiB, beside
+//! `cp -r` of the same files in the same run, and what a backup costs a concurrent append load of
+//! 16 writers.
+//!
+//! Every copy measured here ends durable: the backup and the restore sync each file, so `cp -r`
+//! is shown both alone and followed by `sync` (the fair comparison). All runs read a warm page
+//! cache (the dataset was just written, and `cp` reads it first); every timed run starts after a
+//! `sync`, so none pays for the write-back of the one before.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use annal::backup::copy::{backup, BackupOptions};
+use annal::backup::lock::database_id;
+use annal::backup::restore::{restore, RestoreOptions};
+use annal::backup::scavenge::NoNode;
+use annal::env::Env;
+use annal::store::{NewEvent, Store, StoreConfig, ANY};
+
+use crate::{event, Args};
+
+/// Writes `gib` GiB of 1 KiB events over 1,000 streams with 4 writers.
+fn dataset(env: &Env, dir: &Path, gib: f64) -> u64 {
+    let store = Store::open(env, StoreConfig::new(dir)).expect("open store");
+    let target = (gib * 1024.0 * 1024.0 * 1024.0) as u64;
+    let next = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (store, next) = (store.clone(), next.clone());
+            std::thread::spawn(move || {
+                while store.log().committed() < target {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    let evs: Vec<NewEvent> =
+                        (0..100).map(|k| event((n * 100 + k) | (w << 56) | (1 << 54), 1024)).collect();
+                    store.append(&format!("bk-{}", n % 1000), ANY, evs).expect("append");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("writer");
+    }
+    store.close().expect("close");
+    store.log().committed()
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        dir_bytes(&e.path())
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn mbs(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / 1e6 / secs.max(1e-9)
+}
+
+/// 16 writers of single 1 KiB events for `secs` seconds; returns appends per second.
+fn load(store: &Arc<Store>, secs: f64, during: Option<&dyn Fn()>) -> (f64, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let t = Instant::now();
+    let handles: Vec<_> = (0..16u64)
+        .map(|w| {
+            let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    store
+                        .append(&format!("load-{w}"), ANY, vec![event(n | (w << 48) | (1 << 53), 1024)])
+                        .expect("append");
+                    n += 1;
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let ran = match during {
+        Some(f) => {
+            f();
+            t.elapsed().as_secs_f64()
+        }
+        None => {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+            secs
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().expect("load writer");
+    }
+    let total = t.elapsed().as_secs_f64();
+    (count.load(Ordering::Relaxed) as f64 / total, ran)
+}
+
+/// Runs the backup benchmark.
+pub fn backup_bench(args: &Args) {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let _guard = rt.enter();
+    let env = annal::env::real::env();
+    let root = args.dir.join(format!("backup-{}", env.random_u64() % 1_000_000));
+    let db = root.join("db");
+    println!("# annal-bench backup: a {:.1} GiB database of 1 KiB events in 1,000 streams", args.gib);
+    let t = Instant::now();
+    let log = dataset(&env, &db, args.gib);
+    let bytes = dir_bytes(&db);
+    println!(
+        "dataset: log {:.0} MB, {:.0} MB of files, written in {:.1} s",
+        log as f64 / 1e6,
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+
+    // Three interleaved rounds of cp -r (+ sync), backup and restore; each row is the median
+    // round (this machine's disk is shared and its speed varies from second to second).
+    let id = database_id(&env, &db).expect("identity");
+    let dest = root.join("backup");
+    let target = root.join("restored");
+    let cp_dest = root.join("cp");
+    let opts = BackupOptions {
+        source_db: db.clone(),
+        source_index: db.join("index"),
+        dest: dest.clone(),
+        differential: false,
+    };
+    let ro = RestoreOptions {
+        from: dest.clone(),
+        db: target.clone(),
+        index: target.join("index"),
+        overwrite: false,
+    };
+    let (mut cps, mut cp_syncs, mut bks, mut rests) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut sum, mut rs) = (None, None);
+    for round in 0..3 {
+        for d in [&cp_dest, &dest, &target] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        std::process::Command::new("sync").status().expect("sync");
+        let t = Instant::now();
+        let ok =
+            std::process::Command::new("cp").arg("-r").arg(&db).arg(&cp_dest).status().expect("cp").success();
+        assert!(ok, "cp -r failed");
+        cps.push(t.elapsed().as_secs_f64());
+        std::process::Command::new("sync").status().expect("sync");
+        cp_syncs.push(t.elapsed().as_secs_f64());
+        std::process::Command::new("sync").status().expect("sync");
+        let t = Instant::now();
+        sum = Some(rt.block_on(backup(&env, &opts, &id, &mut NoNode, &mut |_| {})).expect("backup"));
+        bks.push(t.elapsed().as_secs_f64());
+        std::process::Command::new("sync").status().expect("sync");
+        let t = Instant::now();
+        rs = Some(restore(&env, &ro, &mut |_, _| {}).expect("restore"));
+        rests.push(t.elapsed().as_secs_f64());
+        println!(
+            "round {round}: cp -r {:.2} s, + sync {:.2} s, backup {:.2} s, restore {:.2} s",
+            cps[round], cp_syncs[round], bks[round], rests[round]
+        );
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (cp, cp_sync, bk, rest) =
+        (median(&mut cps), median(&mut cp_syncs), median(&mut bks), median(&mut rests));
+    let (sum, rs) = (sum.expect("a round ran"), rs.expect("a round ran"));
+    let t = Instant::now();
+    let r = annal::backup::verify::verify(&env, &dest).expect("verify");
+    let vf = t.elapsed().as_secs_f64();
+
+    println!("| run | MB | time s | MB/s | vs cp -r + sync |");
+    println!("|---|---:|---:|---:|---:|");
+    let row = |name: &str, b: u64, s: f64| {
+        println!(
+            "| {name} | {:.0} | {s:.2} | {:.0} | {:.2}x |",
+            b as f64 / 1e6,
+            mbs(b, s),
+            mbs(b, s) / mbs(bytes, cp_sync)
+        );
+    };
+    row("cp -r", bytes, cp);
+    row("cp -r, then sync", bytes, cp_sync);
+    row("annal backup (full)", sum.bytes_copied, bk);
+    row("annal restore", rs.bytes, rest);
+    row("annal backup verify (reads)", r.chunk_bytes, vf);
+    println!(
+        "verify: {} events in {} streams, last event at {:?}",
+        r.events, r.streams, r.last_event_position
+    );
+
+    // The cost to a concurrent append load: 16 writers alone, then during a differential
+    // backup into a fresh directory (a whole copy).
+    let store = Store::open(&env, StoreConfig::new(&db)).expect("reopen");
+    let secs = args.seconds.unwrap_or(10.0);
+    std::process::Command::new("sync").status().expect("sync");
+    let (alone, _) = load(&store, secs, None);
+    std::process::Command::new("sync").status().expect("sync");
+    let dest2 = root.join("backup-under-load");
+    let opts2 = BackupOptions { dest: dest2, ..opts.clone() };
+    let during = || {
+        rt.block_on(backup(&env, &opts2, &id, &mut NoNode, &mut |_| {})).expect("backup under load");
+    };
+    let (with, ran) = load(&store, secs, Some(&during));
+    println!(
+        "16 writers of 1 KiB events (store level): {alone:.0} appends/s alone, {with:.0} appends/s during a full backup ({ran:.1} s): {:.0}% of the throughput",
+        with * 100.0 / alone.max(1.0)
+    );
+    store.close().expect("close");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&root);
+}
