@@ -481,3 +481,189 @@ async fn the_command_lines_back_up_verify_and_restore() {
     assert!(err.contains("chunk-000000.000000") && err.contains("at offset"), "{err}");
     stop(s).await;
 }
+
+/// A disk for the copier that, before each of its calls, lets the node append (and now and then
+/// merge its index), so appends, chunk completions and index flushes and merges happen between
+/// any two steps of the backup; and that fails every call from `fail_at` on (the copier dies
+/// there).
+struct Interleaved {
+    inner: Arc<annal::env::mem::MemDisk>,
+    ops: std::sync::atomic::AtomicU64,
+    fail_at: Option<u64>,
+    node: Box<dyn Fn(u64) + Send + Sync>,
+}
+
+impl Interleaved {
+    fn step(&self) -> io::Result<()> {
+        let n = self.ops.fetch_add(1, Ordering::SeqCst);
+        if self.fail_at.is_some_and(|f| n >= f) {
+            return Err(io::Error::other("the copier died here"));
+        }
+        (self.node)(n);
+        Ok(())
+    }
+}
+
+impl Disk for Interleaved {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>> {
+        self.step()?;
+        self.inner.open(path, mode)
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.step()?;
+        self.inner.create_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.step()?;
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.step()?;
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.step()?;
+        self.inner.sync_dir(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.step()?;
+        self.inner.list(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn space(&self, path: &Path) -> Option<(u64, u64)> {
+        self.inner.space(path)
+    }
+}
+
+fn mem_event(i: u64) -> annal::store::NewEvent {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&i.to_le_bytes());
+    id[8] = 0xbb;
+    annal::store::NewEvent {
+        id,
+        event_type: format!("t{i}"),
+        data: bytes::Bytes::from(format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat((i % 7 * 40) as usize))),
+        metadata: bytes::Bytes::new(),
+        is_json: true,
+    }
+}
+
+fn mem_config(dir: &str) -> annal::store::StoreConfig {
+    let mut c = annal::store::StoreConfig::new(dir);
+    c.chunk_size = 4096;
+    c.memtable_max = 16;
+    c.max_index_tables = 2;
+    c.existence_filter_bytes = 1024;
+    c
+}
+
+/// One run: a node appending while a backup into `/backup` runs and dies at `fail_at` (with a
+/// power loss of the machine when `power_loss`), then a differential backup that completes;
+/// the backup restored into a fresh directory must open, hold every append acknowledged before
+/// the completing backup began, and be a byte-for-byte prefix of the source's log.
+async fn copier_crash_run(fail_at: Option<u64>, power_loss: bool) {
+    use annal::store::{Store, ANY};
+    let (env, disk, _clock) = annal::env::mem::env(fail_at.unwrap_or(999) ^ 0x5eed);
+    let store = std::sync::Mutex::new(Some(Store::open(&env, mem_config("/src")).unwrap()));
+    let appended = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for i in 0..40 {
+        let s = store.lock().unwrap().clone().unwrap();
+        s.append(&format!("s{}", i % 5), ANY, vec![mem_event(i)]).unwrap();
+        appended.fetch_add(1, Ordering::SeqCst);
+    }
+    let store = Arc::new(store);
+    let node = {
+        let (store, appended) = (store.clone(), appended.clone());
+        move |n: u64| {
+            let Some(s) = store.lock().unwrap().clone() else { return };
+            let i = appended.fetch_add(1, Ordering::SeqCst);
+            s.append(&format!("s{}", i % 5), ANY, vec![mem_event(i)]).unwrap();
+            if n % 9 == 4 {
+                s.index().merge_now();
+            }
+        }
+    };
+    let backup_env = |fail_at: Option<u64>, node: Box<dyn Fn(u64) + Send + Sync>| {
+        Env::new(
+            Arc::new(Interleaved { inner: disk.clone(), ops: Default::default(), fail_at, node }),
+            env.clock.clone(),
+            env.net.clone(),
+            env.rt.clone(),
+            1,
+        )
+    };
+    let o = opts(Path::new("/src"), Path::new("/backup"), true);
+    if let Some(f) = fail_at {
+        let benv = backup_env(Some(f), Box::new(node.clone()));
+        let r = backup(&benv, &o, "db-1", &mut NoNode, &mut |_| {}).await;
+        assert!(r.is_err(), "the copier died at call {f}");
+        if power_loss {
+            let s = store.lock().unwrap().take().unwrap();
+            drop(s);
+            disk.crash();
+            *store.lock().unwrap() = Some(Store::open(&env, mem_config("/src")).unwrap());
+        }
+        // What it left is refused as a backup (unless it died before writing anything).
+        if env.disk.exists(Path::new("/backup/annal-backup.json")) {
+            match verify(&env, Path::new("/backup")) {
+                Err(BackupError::Incomplete(_)) => {}
+                r => panic!("an interrupted backup (copier died at call {f}) verified: {r:?}"),
+            }
+        }
+    }
+    let acked_before = appended.load(Ordering::SeqCst);
+    let benv = backup_env(None, Box::new(node.clone()));
+    let sum = backup(&benv, &o, "db-1", &mut NoNode, &mut |_| {}).await.unwrap();
+    let report = verify(&env, Path::new("/backup")).unwrap_or_else(|e| panic!("fail_at {fail_at:?}: {e}"));
+    restore_to(&env, Path::new("/backup"), Path::new("/restored")).unwrap();
+    let restored = Store::open(&env, mem_config("/restored")).unwrap();
+    let source = store.lock().unwrap().clone().unwrap();
+    // Every append acknowledged before the backup began is there, in its stream.
+    let mut events = 0u64;
+    let mut pos = 0u64;
+    for rec in restored.log().scan(0) {
+        let rec = rec.unwrap();
+        pos = rec.log_position();
+        if let annal::log::record::Record::Event(e) = &rec {
+            if e.stream.starts_with('s') && e.event_type.starts_with('t') {
+                events += 1;
+            }
+            // A prefix of the source's log, record for record.
+            assert_eq!(source.log().read(e.log_position).unwrap(), rec, "fail_at {fail_at:?}");
+        }
+    }
+    assert!(
+        events >= acked_before,
+        "fail_at {fail_at:?}: {events} events restored, {acked_before} acknowledged before"
+    );
+    assert!(pos <= source.log().committed());
+    assert_eq!(report.chaser, sum.chaser);
+}
+
+#[tokio::test]
+async fn a_copier_dying_at_any_call_leaves_a_backup_that_the_next_run_completes() {
+    // A clean run, to count the calls a backup makes.
+    let (env, disk, _clock) = annal::env::mem::env(3);
+    let store = annal::store::Store::open(&env, mem_config("/src")).unwrap();
+    for i in 0..40 {
+        store.append(&format!("s{}", i % 5), annal::store::ANY, vec![mem_event(i)]).unwrap();
+    }
+    let counting = Arc::new(Interleaved {
+        inner: disk.clone(),
+        ops: Default::default(),
+        fail_at: None,
+        node: Box::new(|_| {}),
+    });
+    let benv = Env::new(counting.clone(), env.clock.clone(), env.net.clone(), env.rt.clone(), 1);
+    backup(&benv, &opts(Path::new("/src"), Path::new("/backup"), true), "db-1", &mut NoNode, &mut |_| {})
+        .await
+        .unwrap();
+    let calls = counting.ops.load(Ordering::SeqCst);
+    assert!(calls > 40, "{calls}");
+    copier_crash_run(None, false).await;
+    for f in 0..calls + 10 {
+        copier_crash_run(Some(f), f % 3 == 0).await;
+    }
+}

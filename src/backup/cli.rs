@@ -303,6 +303,9 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         "  {} chunk files; covers the log up to position {} (chaser.chk; writer.chk {})",
         s.chunks, s.chaser, s.writer
     );
+    if s.index_moving {
+        println!("  the index kept changing: the backup holds a consistent earlier state of it, which a restored node brings up to date from the log");
+    }
     if s.relisted > 0 {
         println!("  the node changed files during the copy: listed again {} times", s.relisted);
     }
