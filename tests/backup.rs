@@ -455,6 +455,23 @@ async fn the_command_lines_back_up_verify_and_restore() {
     let (code, out, err) = run(vec!["backup".into(), "verify".into(), p(&dest)]).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("last event position:") && out.contains("streams:"), "{out}");
+    // A node that runs on the directory but does not answer at the URL: refused, nothing copied.
+    let dead_url = format!("http://127.0.0.1:{}", free_port());
+    let other = work.path().join("other");
+    let (code, out, err) = run(vec![
+        "backup".into(),
+        "--db".into(),
+        p(&db),
+        "--to".into(),
+        p(&other),
+        "--url".into(),
+        dead_url.clone(),
+        "--quiet".into(),
+    ])
+    .await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("does not answer"), "{err}");
+    assert!(!other.exists());
     // Restoring onto the running node's directory is refused.
     let (code, out, err) =
         run(vec!["restore".into(), "--from".into(), p(&dest), "--db".into(), p(&db), "--overwrite".into()])
@@ -479,7 +496,27 @@ async fn the_command_lines_back_up_verify_and_restore() {
     let (code, out, err) = run(vec!["backup".into(), "verify".into(), p(&dest)]).await;
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("chunk-000000.000000") && err.contains("at offset"), "{err}");
+    // A stopped node, backed up without its HTTP API (its lock shows no node runs).
     stop(s).await;
+    let (code, out, err) = run(vec![
+        "backup".into(),
+        "--db".into(),
+        p(&db),
+        "--to".into(),
+        p(&other),
+        "--url".into(),
+        dead_url,
+        "--quiet".into(),
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = run(vec!["backup".into(), "verify".into(), p(&other)]).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+fn free_port() -> u16 {
+    #[allow(clippy::disallowed_types)]
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A disk for the copier that, before each of its calls, lets the node append (and now and then

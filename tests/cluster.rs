@@ -375,3 +375,77 @@ fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
     assert_eq!(append(port, "kept", 1502), Some(201));
     assert_eq!(until_count(procs[victim].http, "kept", 1503).len(), 1503);
 }
+
+/// Runs the `annal` binary's maintenance command `args`; panics with its output on failure.
+fn annal_tool(args: &[String]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_annal")).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "annal {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn one_backup_restored_into_a_new_three_node_cluster() {
+    let root = tempfile::tempdir().unwrap();
+    // A single node, backed up while it runs.
+    let src = root.path().join("single");
+    let http = free_port();
+    let mut single = Proc {
+        child: None,
+        http,
+        repl: 0,
+        dir: src.clone(),
+        args: vec![
+            "--db".into(),
+            src.display().to_string(),
+            "--http-port".into(),
+            http.to_string(),
+            "--chunk-size".into(),
+            (1 << 20).to_string(),
+        ],
+    };
+    single.spawn();
+    wait("the single node", Duration::from_secs(20), || {
+        request(http, "GET", "/users/admin", &[], "").is_some_and(|r| r.status == 200).then_some(())
+    });
+    for n in 0..30 {
+        assert_eq!(append(http, "before", n), Some(201));
+    }
+    let backup = root.path().join("backup");
+    let d = |p: &Path| p.display().to_string();
+    annal_tool(&[
+        "backup".into(),
+        "--db".into(),
+        d(&src),
+        "--to".into(),
+        d(&backup),
+        "--url".into(),
+        format!("http://127.0.0.1:{http}"),
+        "--quiet".into(),
+    ]);
+    single.kill();
+    annal_tool(&["backup".into(), "verify".into(), d(&backup)]);
+    // Restored into the three directories of a new cluster, before its nodes start.
+    for i in 0..3 {
+        annal_tool(&[
+            "restore".into(),
+            "--from".into(),
+            d(&backup),
+            "--db".into(),
+            d(&root.path().join(format!("node{i}"))),
+            "--quiet".into(),
+        ]);
+    }
+    let procs = cluster(root.path(), 3, 0);
+    let m = master(&procs);
+    for p in &procs {
+        assert_eq!(until_count(p.http, "before", 30), (0..30).collect::<Vec<u64>>());
+    }
+    assert_eq!(append(procs[m].http, "after", 0), Some(201));
+    for p in &procs {
+        until_count(p.http, "after", 1);
+    }
+}
