@@ -9,7 +9,7 @@
 //! - [`config`]: server options (command line, YAML, environment);
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
-//! - [`backup`]: the backup, restore and backup-verification tools;
+//! - [`backup`]: the backup, restore and backup-verification tools; [`redact`]: redaction;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
 pub mod backup;
@@ -22,5 +22,6 @@ pub mod index;
 pub mod keyed;
 pub mod log;
 pub mod node;
+pub mod redact;
 pub mod scavenge;
 pub mod store;

@@ -175,6 +175,10 @@ impl Node {
         if self.config.cluster.is_cluster() && self.cluster.get().is_none() {
             self.start_cluster(local).await?;
         }
+        if self.config.enable_unix_socket {
+            crate::redact::server::start(self.clone())
+                .map_err(|source| NodeError::Bind { addr: local, source })?;
+        }
         let node = self.clone();
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;

@@ -65,6 +65,7 @@ pub fn dispatch(args: &[String]) -> Option<ExitCode> {
         }
         "backup" => run(|env| backup_cmd(env, rest)),
         "restore" => run(|env| restore_cmd(env, rest)),
+        "redact" => crate::redact::tool::main(rest),
         _ => return None,
     };
     Some(code)

@@ -32,10 +32,12 @@ pub mod record;
 mod recovery;
 mod scan;
 mod scavenged;
+mod switch;
 mod writer;
 
 pub use scan::Scan;
 pub use scavenged::ScavengedWriter;
+pub use switch::{redact_chunk_bytes, Located, SwitchError};
 pub use writer::LogWriter;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,138 @@
+//! Redaction against a real node and the `annal redact` binary: events in completed and
+//! scavenged chunks read back as `0xFF` bytes of the same length and marked redacted, every other
+//! event reads unchanged; an event that does not exist, one in the active chunk, a bad event list
+//! and a candidate that changes anything else are refused and change nothing.
+#![allow(clippy::disallowed_methods)]
+
+mod http_support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use annal::config::Config;
+use annal::node::Node;
+use annal::store::{RecordedEvent, Store};
+
+fn read(store: &Store, stream: &str, n: i64) -> RecordedEvent {
+    store.read_event(stream, n, false, i64::MAX / 2).unwrap().unwrap().event
+}
+
+async fn redact(db: &Path, events: &str) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["redact", "--db", &db.display().to_string(), "--events", events])
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redacted_events_read_as_ff_bytes_and_nothing_else_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::for_dir(dir.path());
+    config.chunk_size = 16 * 1024;
+    config.password_iterations = 16;
+    config.enable_unix_socket = true;
+    let node = Node::open(annal::env::real::env(), config).unwrap();
+    let (addr, serve) = node.bind().await.unwrap();
+    let done = tokio::spawn(serve);
+    let client = http_support::Client { addr };
+    for k in 0..4 {
+        client.append_n(&format!("s{k}"), 0, 60).await;
+    }
+    let db = dir.path().to_path_buf();
+    let store = node.store().clone();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(db.join("annal.sock")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before: Vec<Vec<RecordedEvent>> =
+        (0..4).map(|k| (0..60).map(|n| read(&store, &format!("s{k}"), n)).collect()).collect();
+    let last_chunk = store.log().locate(read(&store, "s3", 59).position).unwrap();
+    assert!(!last_chunk.complete);
+
+    // Bad input first: nothing changes.
+    let (code, out) = redact(&db, "5@nope").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("does not exist"), "{out}");
+    let (code, out) = redact(&db, "59@s3").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("active chunk"), "{out}");
+    let (code, out) = redact(&db, "1@a@b").await;
+    assert_eq!(code, Some(2), "{out}");
+    let (code, out) = redact(&db, "x@s0").await;
+    assert_eq!(code, Some(2), "{out}");
+    // A candidate that changes more than the named event's data is refused.
+    let target = store.log().locate(read(&store, "s0", 3).position).unwrap();
+    let mut bytes = std::fs::read(db.join(&target.file)).unwrap();
+    bytes[target.file_offset as usize + 40] ^= 1;
+    std::fs::write(db.join(format!("{}.tmp", target.file)), &bytes).unwrap();
+    let e = store
+        .log()
+        .switch_redacted(&target.file, &format!("{}.tmp", target.file), &[read(&store, "s0", 3).position])
+        .unwrap_err();
+    assert!(e.to_string().contains("differs"), "{e}");
+    for (k, events) in before.iter().enumerate() {
+        for (n, b) in events.iter().enumerate() {
+            assert_eq!(&read(&store, &format!("s{k}"), n as i64), b);
+        }
+    }
+
+    // A scavenge rewrites the completed chunks (s2 hard-deleted), so s1's events lie in
+    // scavenged chunks, found through their position maps.
+    let r =
+        client.request("DELETE", "/streams/s2", &[("es-harddelete", "true"), http_support::ADMIN], b"").await;
+    assert_eq!(r.status, 204);
+    let r =
+        client.post("/admin/scavenge?threshold=-1", "application/json", &[http_support::ADMIN], b"{}").await;
+    assert_eq!(r.status, 200, "{}", r.reason);
+    for _ in 0..600 {
+        if node.scavenger().current().is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let scavenged = store.log().locate(read(&store, "s1", 10).position).unwrap();
+    assert!(!scavenged.file.ends_with(".000000"), "{scavenged:?}");
+    let target = store.log().locate(read(&store, "s0", 3).position).unwrap();
+
+    // Two events in one completed chunk and one in another.
+    let (code, out) = redact(&db, "3@s0,4@s0,10@s1").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("Redaction complete"), "{out}");
+    for (k, n) in [(0usize, 3i64), (0, 4), (1, 10)] {
+        let e = read(&store, &format!("s{k}"), n);
+        let b = &before[k][n as usize];
+        assert!(e.is_redacted);
+        assert_eq!(e.data.len(), b.data.len());
+        assert!(e.data.iter().all(|&x| x == 0xFF));
+        assert_eq!(
+            (&e.event_type, &e.metadata, e.id, e.timestamp_us, e.position),
+            (&b.event_type, &b.metadata, b.id, b.timestamp_us, b.position)
+        );
+    }
+    for k in [0usize, 1, 3] {
+        for n in 0..60 {
+            if [(0, 3), (0, 4), (1, 10)].contains(&(k, n)) {
+                continue;
+            }
+            assert_eq!(read(&store, &format!("s{k}"), n), before[k][n as usize], "s{k}/{n}");
+        }
+    }
+    // The old version is gone, the new one in place; a restart serves the redacted chunk.
+    assert!(!db.join(&target.file).exists());
+    node.request_shutdown();
+    done.await.unwrap().unwrap();
+    drop(store);
+    drop(node);
+    let mut config = Config::for_dir(dir.path());
+    config.chunk_size = 16 * 1024;
+    config.password_iterations = 16;
+    let node = Node::open(annal::env::real::env(), config).unwrap();
+    let e = read(node.store(), "s0", 3);
+    assert!(e.is_redacted && e.data.iter().all(|&x| x == 0xFF));
+    assert_eq!(read(node.store(), "s0", 5), before[0][5]);
+    let _ = Arc::clone(&node);
+}
