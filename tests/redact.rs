@@ -121,6 +121,17 @@ async fn redacted_events_read_as_ff_bytes_and_nothing_else_changes() {
             assert_eq!(read(&store, &format!("s{k}"), n), before[k][n as usize], "s{k}/{n}");
         }
     }
+    // Over HTTP, rich entries mark the redacted event.
+    let feed =
+        client.get("/streams/s0/0/forward/10?embed=body", &[("accept", "application/json")]).await.json();
+    let flagged: Vec<i64> = feed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["isRedacted"] == true)
+        .map(|e| e["eventNumber"].as_i64().unwrap())
+        .collect();
+    assert_eq!(flagged, vec![4, 3], "entries are newest first: {feed}");
     // The old version is gone, the new one in place; a restart serves the redacted chunk.
     assert!(!db.join(&target.file).exists());
     node.request_shutdown();

@@ -201,6 +201,10 @@ fn rich_fields(m: &mut Map<String, Value>, e: &RecordedEvent, link: Option<&Reco
     m.insert("isJson".into(), json!(is_json));
     m.insert("isMetaData".into(), json!(body && !e.metadata.is_empty()));
     m.insert("isLinkMetaData".into(), json!(body && link.is_some_and(|l| !l.metadata.is_empty())));
+    // Only on redacted events, so every other entry keeps v5's exact field set.
+    if e.is_redacted {
+        m.insert("isRedacted".into(), json!(true));
+    }
     let pos = link.unwrap_or(e);
     m.insert("positionEventNumber".into(), json!(pos.event_number));
     m.insert("positionStreamId".into(), json!(pos.stream));
@@ -354,6 +358,8 @@ struct EntryOut<'a> {
     is_link_meta_data: Option<bool>,
     position_event_number: Option<i64>,
     position_stream_id: Option<&'a str>,
+    /// `Some(true)` on a redacted event only (other entries keep v5's exact field set).
+    is_redacted: Option<bool>,
     /// The stream and number the entry names (`title` is `number@stream`; `id` and the links
     /// are the event's URI).
     stream: Cow<'a, str>,
@@ -406,6 +412,7 @@ fn entry_out(ev: &ResolvedEvent, embed: Embed, resolve: bool) -> EntryOut<'_> {
         is_link_meta_data: None,
         position_event_number: None,
         position_stream_id: None,
+        is_redacted: None,
         stream: v.stream,
         number: v.number,
         updated_us: v.updated_us,
@@ -446,6 +453,7 @@ fn entry_out(ev: &ResolvedEvent, embed: Embed, resolve: bool) -> EntryOut<'_> {
             let pos = link.unwrap_or(e);
             out.position_event_number = Some(pos.event_number);
             out.position_stream_id = Some(&pos.stream);
+            out.is_redacted = e.is_redacted.then_some(true);
         }
     }
     if let Some(e) = v.rich.filter(|e| e.is_json && embed == Embed::Content && v.link.is_none()) {
@@ -705,6 +713,9 @@ impl Pretty {
         }
         if let Some(x) = e.position_stream_id {
             self.str_field(indent, f, "positionStreamId", x);
+        }
+        if let Some(x) = e.is_redacted {
+            self.bool_field(indent, f, "isRedacted", x);
         }
         // `number@stream`: only the stream can need escapes.
         self.key(indent, f, "title");
