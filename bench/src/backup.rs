@@ -220,3 +220,48 @@ pub fn backup_bench(args: &Args) {
     drop(store);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `annal-bench redact`: the time `annal redact` takes for 100 events spread over 10 completed
+/// chunks of 16 MiB, against a node serving in this process with `--enable-unix-socket`.
+pub fn redact_bench(args: &Args) {
+    use annal::log::record::Record;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let env = rt.block_on(async { annal::env::real::env() });
+    let root = args.dir.join(format!("redact-{}", env.random_u64() % 1_000_000));
+    let mut config = annal::config::Config::for_dir(&root);
+    config.chunk_size = 16 << 20;
+    config.enable_unix_socket = true;
+    let chunk = config.chunk_size;
+    let node = annal::node::Node::open(env.clone(), config).expect("open node");
+    let (_, serve) = rt.block_on(node.bind()).expect("bind");
+    let serving = rt.spawn(serve);
+    let store = node.store().clone();
+    let mut n = 0u64;
+    while store.log().committed() < 10 * chunk + chunk / 2 {
+        let evs: Vec<NewEvent> = (0..100).map(|k| event((n * 100 + k) | (1 << 52), 1024)).collect();
+        store.append(&format!("r-{}", n % 10), ANY, evs).expect("append");
+        n += 1;
+    }
+    // Ten events of the r- streams in each of the first ten chunks.
+    let mut picked: Vec<Vec<String>> = vec![Vec::new(); 10];
+    for rec in store.log().scan(0) {
+        if let Ok(Record::Event(e)) = rec {
+            let c = (e.log_position / chunk) as usize;
+            if c < 10 && e.stream.starts_with("r-") && picked[c].len() < 10 {
+                picked[c].push(format!("{}@{}", e.event_number, e.stream));
+            }
+        }
+    }
+    let list = picked.concat().join(",");
+    let t = Instant::now();
+    let code =
+        annal::redact::tool::main(&["--db".into(), root.display().to_string(), "--events".into(), list]);
+    let secs = t.elapsed().as_secs_f64();
+    println!("# annal-bench redact: 100 events over 10 completed chunks of 16 MiB: {secs:.2} s ({code:?})");
+    node.request_shutdown();
+    let _ = rt.block_on(serving);
+    drop(store);
+    drop(node);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -10,6 +10,7 @@
 //! - `annal-bench backup [--gib G] [--dir PATH] [--seconds N]` measures backup, restore and verify
 //!   of a `G` GiB database beside `cp -r` of the same files, and the throughput of 16 appending
 //!   writers alone and during a backup.
+//! - `annal-bench redact [--dir PATH]` times `annal redact` of 100 events over 10 chunks.
 //! - `annal-bench disk [--seconds N] [--dir PATH]` measures what one 1 KiB append plus `fdatasync`
 //!   costs on this disk, by how the file's space was prepared and whether the write ends a page,
 //!   and what two flushes cost issued concurrently from two threads against one after the other.
@@ -80,6 +81,7 @@ pub struct Args {
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
        annal-bench scavenge [--gib G] [--dir PATH]
        annal-bench backup [--gib G] [--dir PATH] [--seconds N]
+       annal-bench redact [--dir PATH]
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench instructions [--appends N]   (needs valgrind)
@@ -168,6 +170,7 @@ fn main() {
         "disk" => disk::disk(&args),
         "scavenge" => scavenge::scavenge(&args),
         "backup" => backup::backup_bench(&args),
+        "redact" => backup::redact_bench(&args),
         "http" => http::http_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
         "instructions" => instructions::instructions(&args),
@@ -175,7 +178,7 @@ fn main() {
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, http, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }
