@@ -147,3 +147,123 @@ async fn redacted_events_read_as_ff_bytes_and_nothing_else_changes() {
     assert_eq!(read(node.store(), "s0", 5), before[0][5]);
     let _ = Arc::clone(&node);
 }
+
+/// A disk whose calls fail from the `fail_at`-th one after it is armed (the node dies there).
+struct Dying {
+    inner: Arc<annal::env::mem::MemDisk>,
+    armed: std::sync::atomic::AtomicBool,
+    calls: std::sync::atomic::AtomicU64,
+    fail_at: u64,
+}
+
+impl Dying {
+    fn step(&self) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.armed.load(SeqCst) && self.calls.fetch_add(1, SeqCst) >= self.fail_at {
+            return Err(std::io::Error::other("the node died here"));
+        }
+        Ok(())
+    }
+}
+
+impl annal::env::Disk for Dying {
+    fn open(&self, p: &Path, m: annal::env::OpenMode) -> std::io::Result<Arc<dyn annal::env::File>> {
+        self.step()?;
+        self.inner.open(p, m)
+    }
+    fn create_dir_all(&self, p: &Path) -> std::io::Result<()> {
+        self.step()?;
+        self.inner.create_dir_all(p)
+    }
+    fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
+        self.step()?;
+        self.inner.rename(a, b)
+    }
+    fn remove(&self, p: &Path) -> std::io::Result<()> {
+        self.step()?;
+        self.inner.remove(p)
+    }
+    fn sync_dir(&self, p: &Path) -> std::io::Result<()> {
+        self.step()?;
+        self.inner.sync_dir(p)
+    }
+    fn list(&self, p: &Path) -> std::io::Result<Vec<String>> {
+        self.step()?;
+        self.inner.list(p)
+    }
+    fn exists(&self, p: &Path) -> bool {
+        self.inner.exists(p)
+    }
+    fn space(&self, p: &Path) -> Option<(u64, u64)> {
+        self.inner.space(p)
+    }
+}
+
+/// One switch that dies at its `fail_at`-th disk call, then a power loss and a restart: the
+/// chunk is the old or the new one, the redacted event reads as before or as `0xFF` bytes, and
+/// every other event reads unchanged. Returns whether the switch completed.
+fn switch_dies_at(fail_at: u64) -> bool {
+    use annal::store::{StoreConfig, ANY};
+    let (env, mem, _clock) = annal::env::mem::env(11);
+    let dying = Arc::new(Dying { inner: mem.clone(), armed: false.into(), calls: 0.into(), fail_at });
+    let denv = annal::env::Env::new(dying.clone(), env.clock.clone(), env.net.clone(), env.rt.clone(), 5);
+    let cfg = || {
+        let mut c = StoreConfig::new("/db");
+        c.chunk_size = 4096;
+        c.existence_filter_bytes = 1024;
+        c
+    };
+    let store = Store::open(&denv, cfg()).unwrap();
+    for i in 0..60u64 {
+        let mut id = [7u8; 16];
+        id[..8].copy_from_slice(&i.to_le_bytes());
+        let ev = annal::store::NewEvent {
+            id,
+            event_type: "t".into(),
+            data: bytes::Bytes::from(format!("{{\"i\":{i},\"pad\":\"{}\"}}", "y".repeat(60))),
+            metadata: bytes::Bytes::new(),
+            is_json: true,
+        };
+        store.append(&format!("s{}", i % 3), ANY, vec![ev]).unwrap();
+    }
+    let before: Vec<RecordedEvent> = (0..20).map(|n| read(&store, "s1", n)).collect();
+    let victim = before[2].clone();
+    let at = store.log().locate(victim.position).unwrap();
+    assert!(at.complete);
+    let mut bytes = env.read_file(&Path::new("/db").join(&at.file)).unwrap();
+    annal::log::redact_chunk_bytes(&mut bytes, 4096, &[victim.position], |p| {
+        (p == victim.position).then_some(at.file_offset - 128)
+    })
+    .unwrap();
+    let tmp = format!("{}.tmp", at.file);
+    let f = env.disk.open(&Path::new("/db").join(&tmp), annal::env::OpenMode::CreateNew).unwrap();
+    f.write_all_at(&bytes, 0).unwrap();
+    f.sync_data().unwrap();
+    env.disk.sync_dir(Path::new("/db")).unwrap();
+    dying.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let switched = store.log().switch_redacted(&at.file, &tmp, &[victim.position]).is_ok();
+    drop(store);
+    mem.crash();
+    let store = Store::open(&env, cfg()).unwrap();
+    for (n, b) in before.iter().enumerate() {
+        let e = read(&store, "s1", n as i64);
+        if n == 2 {
+            let redacted = e.is_redacted && e.data.len() == b.data.len() && e.data.iter().all(|&x| x == 0xFF);
+            assert!(redacted || &e == b, "fail_at {fail_at}: the event is neither old nor redacted: {e:?}");
+            assert!(!switched || redacted, "fail_at {fail_at}: a completed switch was lost");
+        } else {
+            assert_eq!(&e, b, "fail_at {fail_at}: s1/{n} changed");
+        }
+    }
+    switched
+}
+
+#[test]
+fn a_switch_dying_at_any_step_leaves_the_old_or_the_new_chunk() {
+    let mut fail_at = 0;
+    while !switch_dies_at(fail_at) {
+        fail_at += 1;
+        assert!(fail_at < 100, "the switch never completed");
+    }
+    assert!(fail_at >= 3, "{fail_at}");
+}
