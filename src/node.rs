@@ -100,7 +100,7 @@ impl Node {
         }
         let auth = Arc::new(Auth::new(env.clone(), store.clone(), config.auth_config().password_iterations));
         if !replicated {
-            auth.ensure_default_users()?;
+            auth.ensure_default_users_blocking()?;
         }
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
@@ -215,8 +215,7 @@ impl Node {
             loop {
                 seen = cluster.master_terms().wait_until(|t| t > seen).await;
                 let Some(node) = node.upgrade() else { return };
-                let auth = node.auth().clone();
-                if let Err(e) = node.env.blocking(move || auth.ensure_default_users()).await {
+                if let Err(e) = node.auth().ensure_default_users().await {
                     tracing::warn!(error = %e, "the new leader could not write the default users; retrying at the next term");
                 }
             }

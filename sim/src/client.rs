@@ -41,18 +41,29 @@ pub enum Failure {
     Unknown(String),
 }
 
-/// A client of one node.
+/// A client of one node (its home), or of another node it was redirected to.
 pub struct Client {
     host: String,
     port: u16,
     timeout: Duration,
     conn: Option<(SendRequest<Full<Bytes>>, tokio::task::JoinHandle<()>)>,
+    /// The address requests go to instead of the home node (after a redirect).
+    target: Option<std::net::SocketAddr>,
 }
 
 impl Client {
     /// A client of `host:port`; each request (including connecting) gets `timeout`.
     pub fn new(host: &str, port: u16, timeout: Duration) -> Client {
-        Client { host: host.to_owned(), port, timeout, conn: None }
+        Client { host: host.to_owned(), port, timeout, conn: None, target: None }
+    }
+
+    /// Sends the next requests to `addr` (a redirect's target), or to the home node (`None`);
+    /// the kept-alive connection is dropped when the target changes.
+    pub fn retarget(&mut self, addr: Option<std::net::SocketAddr>) {
+        if self.target != addr {
+            self.drop_conn();
+            self.target = addr;
+        }
     }
 
     fn drop_conn(&mut self) {
@@ -66,8 +77,13 @@ impl Client {
             return Ok(());
         }
         self.drop_conn();
-        let addr = (self.host.as_str(), self.port);
-        let stream = match tokio::time::timeout(self.timeout, turmoil::net::TcpStream::connect(addr)).await {
+        let connect = async {
+            match self.target {
+                Some(a) => turmoil::net::TcpStream::connect(a).await,
+                None => turmoil::net::TcpStream::connect((self.host.as_str(), self.port)).await,
+            }
+        };
+        let stream = match tokio::time::timeout(self.timeout, connect).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(Failure::NotSent(format!("connect: {e}"))),
             Err(_) => return Err(Failure::NotSent("connect timed out".into())),

@@ -23,6 +23,7 @@ pub mod campaign;
 pub mod checker;
 pub mod client;
 pub mod history;
+pub mod network;
 pub mod panics;
 pub mod rig;
 pub mod scenario;

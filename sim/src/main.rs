@@ -5,6 +5,8 @@
 //! annal-sim swarm --seeds A..B [--jobs J] [options]
 //! annal-sim meta  --seed N [options]            the seed twice: traces must be byte-identical
 //! options: --nodes N (node hosts, each with its own disk, clock, faults and clients; default 1)
+//!          --cluster N (N node hosts forming one cluster; 10 s of workload unless --duration
+//!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
 //!          --budget STEPS (linearizability search steps per stream)
@@ -54,6 +56,16 @@ fn parse() -> Result<Args, String> {
             "--tick-ms" => a.base.tick = Duration::from_millis(num(val(i)?)?),
             "--budget" => a.base.budget = num(val(i)?)?,
             "--nodes" => a.base.nodes = num(val(i)?)?.max(1) as usize,
+            "--cluster" => {
+                let n = num(val(i)?)?.max(2) as usize;
+                let c = Options::cluster(0, n);
+                (a.base.nodes, a.base.cluster, a.base.duration) = (n, true, c.duration);
+            }
+            "--replica" => {
+                a.base.replica = true;
+                i += 1;
+                continue;
+            }
             "--bug" => {
                 let v = val(i)?;
                 let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
@@ -81,13 +93,21 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)
 }
 
 fn main() -> ExitCode {
+    if let Ok(filter) = std::env::var("ANNAL_SIM_LOG") {
+        // The nodes' own log lines, for debugging one seed (not part of the trace).
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .without_time()
+            .init();
+    }
     let a = match parse() {
         Ok(a) => a,
         Err(e) => {

@@ -74,6 +74,21 @@ fn node_config(rng: &mut ChaCha8Rng) -> Config {
     c
 }
 
+/// The replication port of a cluster's node hosts.
+pub const REPLICATION_PORT: u16 = 1112;
+
+/// A node host's part in a cluster: the cluster's size, the other members' host names, and
+/// whether it is a read-only replica. Addresses are resolved at each boot (`turmoil::lookup`).
+#[derive(Clone, Debug)]
+pub struct Membership {
+    /// The cluster size (read-only replicas not counted).
+    pub size: usize,
+    /// The other members' host names (their replication endpoints are the gossip seeds).
+    pub peers: Vec<String>,
+    /// Whether this host is a read-only replica.
+    pub replica: bool,
+}
+
 /// Something a rig does at a scheduled time.
 pub enum Action {
     /// A fault of the plan.
@@ -132,6 +147,10 @@ pub struct Rig {
     /// Whether latency is the whole network's (one node: the simulator's historic behaviour) or
     /// set per link of this host.
     alone: bool,
+    /// Its part in a cluster (`None`: an independent node).
+    pub membership: Option<Membership>,
+    /// The number of its first client in the run (clients of a cluster share one history).
+    pub client_base: usize,
 }
 
 impl Rig {
@@ -151,6 +170,8 @@ impl Rig {
             think_max: Duration::from_millis(rng.gen_range(5..200)),
             pad_max: [100, 1000, 3000][rng.gen_range(0..3)],
             delete_permille: [0, 5, 20][rng.gen_range(0..3)],
+            cluster: false,
+            members: Vec::new(),
         };
         let mem = Arc::new(MemDisk::default());
         let faults = SeededFaults::new(seed ^ 0xd15c_0000_0000_0002);
@@ -194,7 +215,28 @@ impl Rig {
             trouble: 0,
             full: 0,
             alone: nodes == 1,
+            membership: None,
+            client_base: 0,
         }
+    }
+
+    /// Makes this host a member of a cluster whose clients record into `history_of`'s history
+    /// (the harness's shared history) as clients `client_base ..`, on `streams` streams.
+    pub fn join(
+        &mut self,
+        membership: Membership,
+        history_of: &Shared,
+        client_base: usize,
+        streams: usize,
+        members: Vec<String>,
+    ) {
+        let tag = self.shared.host.clone();
+        self.shared = Rc::new(Shared::joined(self.shared.trace.clone(), &tag, history_of));
+        self.workload.cluster = true;
+        self.workload.streams = streams;
+        self.workload.members = members;
+        self.membership = Some(membership);
+        self.client_base = client_base;
     }
 
     /// Starts the node host.
@@ -207,8 +249,18 @@ impl Rig {
             self.config.clone(),
             self.seed,
         );
+        let (name, membership) = (self.name.clone(), self.membership.clone());
         sim.host(self.name.as_str(), move || {
-            node_main(shared.clone(), disk.clone(), clock.clone(), io_delay.clone(), config.clone(), seed)
+            let member = membership.clone().map(|m| (name.clone(), m));
+            node_main(
+                shared.clone(),
+                disk.clone(),
+                clock.clone(),
+                io_delay.clone(),
+                config.clone(),
+                member,
+                seed,
+            )
         });
     }
 
@@ -219,7 +271,8 @@ impl Rig {
             let shared = self.shared.clone();
             let wl = self.workload.clone();
             let seed = self.seed;
-            let mine: Vec<usize> = (0..clients.max(1)).filter(|c| c % hosts == h).collect();
+            let base = self.client_base;
+            let mine: Vec<usize> = (0..clients.max(1)).filter(|c| c % hosts == h).map(|c| base + c).collect();
             sim.client(host.as_str(), async move {
                 let tasks: Vec<_> = mine
                     .into_iter()
@@ -456,14 +509,36 @@ impl Rig {
     }
 }
 
+/// `config` for the cluster member `name`: its HTTP and replication endpoints on its own address
+/// (so the leader's HTTP endpoint in a redirect names it), the others' replication endpoints as
+/// gossip seeds. Called at each boot, inside the simulation, where `turmoil::lookup` resolves.
+fn cluster_config(mut config: Config, name: &str, m: &Membership) -> Config {
+    let me = turmoil::lookup(name);
+    config.http_ip = me;
+    config.cluster.cluster_size = m.size;
+    config.cluster.read_only_replica = m.replica;
+    config.cluster.replication_addr = std::net::SocketAddr::new(me, REPLICATION_PORT);
+    config.cluster.gossip_seeds = m
+        .peers
+        .iter()
+        .map(|p| std::net::SocketAddr::new(turmoil::lookup(p.as_str()), REPLICATION_PORT))
+        .collect();
+    config
+}
+
 async fn node_main(
     shared: Rc<Shared>,
     disk: Arc<dyn Disk>,
     clock: Arc<SimClock>,
     io_delay: Option<IoDelay>,
     config: Config,
+    member: Option<(String, Membership)>,
     seed: u64,
 ) -> turmoil::Result {
+    let config = match &member {
+        Some((name, m)) => cluster_config(config, name, m),
+        None => config,
+    };
     let boot = shared.boots.get() + 1;
     shared.boots.set(boot);
     let env = annal::env::sim::env(disk, clock, io_delay, seed ^ (boot << 40));

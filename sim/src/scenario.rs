@@ -53,8 +53,13 @@ pub struct Options {
     pub bugs: Vec<Bug>,
     /// Steps (model evaluations) the linearizability search may take per stream.
     pub budget: u64,
-    /// Node hosts (independent single nodes for now).
+    /// Node hosts: independent single nodes, or the members of one cluster ([`Options::cluster`]).
     pub nodes: usize,
+    /// The node hosts form one cluster of `nodes` members (one history, clients spread over the
+    /// members, network faults between them, the cluster checks).
+    pub cluster: bool,
+    /// With `cluster`: one more node host, a read-only replica.
+    pub replica: bool,
 }
 
 impl Options {
@@ -69,7 +74,15 @@ impl Options {
             bugs: Vec::new(),
             budget: 1_000_000,
             nodes: 1,
+            cluster: false,
+            replica: false,
         }
+    }
+
+    /// The quick run as one cluster of `n` members: 10 s of workload, 8 clients on 4 hosts per
+    /// member.
+    pub fn cluster(seed: u64, n: usize) -> Options {
+        Options { nodes: n, cluster: true, duration: Duration::from_secs(10), ..Options::quick(seed) }
     }
 
     /// The quick run on three node hosts, each with its own clients (8 on 4 hosts).
@@ -92,7 +105,12 @@ impl Options {
             self.client_hosts,
             self.tick.as_millis()
         );
-        if self.nodes != 1 {
+        if self.cluster {
+            s.push_str(&format!(" --cluster {}", self.nodes));
+            if self.replica {
+                s.push_str(" --replica");
+            }
+        } else if self.nodes != 1 {
             s.push_str(&format!(" --nodes {}", self.nodes));
         }
         if self.budget != Options::quick(self.seed).budget {
@@ -178,6 +196,9 @@ enum Item {
     Cut(usize, usize, Duration),
     Mend(usize, usize),
     MendAll,
+    NetBegin(crate::network::NetFault),
+    NetEnd(Vec<crate::network::LinkFault>),
+    NetHeal,
 }
 
 /// The partitions between node hosts of a run of `nodes`: a few, each between two random hosts,
@@ -202,8 +223,13 @@ fn cuts(seed: u64, nodes: usize, duration: Duration) -> Vec<(u64, Item)> {
 pub fn run(opts: &Options) -> RunResult {
     let seed = opts.seed;
     let nodes = opts.nodes.max(1);
+    let hosts = nodes + usize::from(opts.cluster && opts.replica);
     let trace = Rc::new(Trace::default());
-    let mut rigs: Vec<Rig> = (0..nodes).map(|k| Rig::new(seed, k, nodes, opts, trace.clone())).collect();
+    let mut rigs: Vec<Rig> = (0..hosts).map(|k| Rig::new(seed, k, hosts, opts, trace.clone())).collect();
+    if opts.cluster {
+        form_cluster(&mut rigs, nodes, opts.clients);
+    }
+    let names: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
     crate::panics::begin();
     let buggify = rigs[0].plan.has(FaultKind::Buggify);
     if buggify {
@@ -233,17 +259,26 @@ pub fn run(opts: &Options) -> RunResult {
             at(&mut queue, t.as_micros() as u64, Item::Node(k, Action::Fault(ev.clone())));
         }
     }
-    for (t, cut) in cuts(seed, nodes, opts.duration) {
-        at(&mut queue, t, cut);
-    }
     let end = opts.duration.as_micros() as u64;
-    if nodes > 1 {
-        at(&mut queue, end, Item::MendAll);
+    if opts.cluster {
+        for (t, f) in crate::network::plan(seed, &names, opts.duration) {
+            at(&mut queue, t, Item::NetBegin(f));
+        }
+        at(&mut queue, end, Item::NetHeal);
+    } else {
+        for (t, cut) in cuts(seed, nodes, opts.duration) {
+            at(&mut queue, t, cut);
+        }
+        if nodes > 1 {
+            at(&mut queue, end, Item::MendAll);
+        }
     }
-    for k in 0..nodes {
+    for k in 0..hosts {
         at(&mut queue, end, Item::Node(k, Action::Heal));
     }
     let mut cut_count: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    let mut links = crate::network::Links::default();
+    let mut watch = Watch::default();
     let mut failures = Vec::new();
     let mut next_check = 1_000_000u64;
     loop {
@@ -292,6 +327,20 @@ pub fn run(opts: &Options) -> RunResult {
                     }
                     queue.retain(|_, i| !matches!(i, Item::Mend(..) | Item::Cut(..)));
                 }
+                Item::NetBegin(f) => {
+                    let applied = links.begin(&mut sim, &names, &f);
+                    trace.at(now, "net", format!("{} for {:?}", f.what, f.span));
+                    at(&mut queue, now + f.span.as_micros() as u64, Item::NetEnd(applied));
+                }
+                Item::NetEnd(applied) => {
+                    links.end(&mut sim, &names, &applied);
+                    trace.at(now, "net", format!("link faults over: {applied:?}"));
+                }
+                Item::NetHeal => {
+                    links.heal(&mut sim, &names);
+                    queue.retain(|_, i| !matches!(i, Item::NetBegin(..) | Item::NetEnd(..)));
+                    trace.at(now, "net", "healing: every link between members is healthy");
+                }
             }
         }
         if now >= next_check && rigs.iter().any(|r| !r.shared.healed.get()) {
@@ -308,6 +357,9 @@ pub fn run(opts: &Options) -> RunResult {
         for r in &rigs {
             r.drain_disk_log(now);
         }
+        if opts.cluster {
+            watch.observe(&rigs, sim.elapsed().as_micros() as u64);
+        }
         if crate::panics::seen() > 0 {
             break;
         }
@@ -319,6 +371,19 @@ pub fn run(opts: &Options) -> RunResult {
                 break;
             }
         }
+    }
+    let mut logs = Vec::new();
+    if opts.cluster && failures.is_empty() && crate::panics::seen() == 0 {
+        // Let followers catch up with the leader (bounded), then read every member's committed log.
+        let settle = sim.elapsed() + SETTLE;
+        while sim.elapsed() < settle && !watch.settled(&rigs) && crate::panics::seen() == 0 {
+            if let Err(e) = sim.step() {
+                failures.push(format!("the simulation stopped while the cluster settled: {e}"));
+                break;
+            }
+            watch.observe(&rigs, sim.elapsed().as_micros() as u64);
+        }
+        logs = rigs.iter().filter_map(committed_log).collect();
     }
     let sim_time = sim.elapsed();
     drop(sim);
@@ -338,6 +403,25 @@ pub fn run(opts: &Options) -> RunResult {
     annal::buggify::set_bugs(&[]);
     let (mut inconclusive, mut check_steps) = (Vec::new(), 0);
     let ((), check_wall) = timed(|| {
+        if opts.cluster {
+            // One history for the cluster: check it once, then the cluster's own invariants.
+            let r = &rigs[0];
+            let history = r.shared.history.borrow();
+            let finals = r.shared.final_reads.borrow();
+            // A leader after healing is required while a quorum kept its data; answered final
+            // reads only when every member did (a member whose index was destroyed may be elected
+            // and then rightly refuse to serve).
+            let destroyed = rigs.iter().filter(|r| r.plan.destructive()).count();
+            let electable =
+                rigs[..nodes].iter().filter(|r| r.plan.destructive()).count() <= nodes - (nodes / 2 + 1);
+            let report =
+                crate::checker::check(&history, &finals, r.workload.streams, destroyed == 0, opts.budget);
+            failures.extend(report.failures);
+            inconclusive.extend(report.inconclusive);
+            check_steps += report.steps;
+            failures.extend(crate::checker::check_cluster(&watch.seen, &logs, end, electable));
+            return;
+        }
         for r in &rigs {
             let history = r.shared.history.borrow();
             let finals = r.shared.final_reads.borrow();
@@ -365,7 +449,11 @@ pub fn run(opts: &Options) -> RunResult {
         plans: rigs.iter().map(|r| (r.name.clone(), r.plan.clone())).collect(),
         failures,
         trace: trace.lines(),
-        ops: rigs.iter().map(|r| r.shared.ops_done.get()).sum(),
+        ops: if opts.cluster {
+            rigs[0].shared.ops_done.get()
+        } else {
+            rigs.iter().map(|r| r.shared.ops_done.get()).sum()
+        },
         boots: rigs.iter().map(|r| r.shared.boots.get()).sum(),
         disk_faults: rigs.iter().map(|r| r.faults.injected()).sum(),
         sim_time,
@@ -373,6 +461,105 @@ pub fn run(opts: &Options) -> RunResult {
         check_steps,
         check_wall,
     }
+}
+
+/// How long a cluster run may go on after its clients are done, for followers to catch up.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// Makes `rigs` one cluster of `size` members (any further rig is a read-only replica): one
+/// history (rig 0's), the same streams and chunk size everywhere, client numbers that do not
+/// collide, each member's peers.
+fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
+    let names: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
+    let first = rigs[0].shared.clone();
+    let (streams, chunk) = (rigs[0].workload.streams, rigs[0].config.chunk_size);
+    for (k, r) in rigs.iter_mut().enumerate() {
+        let peers =
+            names.iter().take(size).enumerate().filter(|(j, _)| *j != k).map(|(_, n)| n.clone()).collect();
+        r.config.chunk_size = chunk;
+        let m = crate::rig::Membership { size, peers, replica: k >= size };
+        r.join(m, &first, k * clients.max(1), streams, names.clone());
+    }
+}
+
+/// What the harness sees of a cluster's members after every step: the observations the cluster
+/// checkers run on (recorded when a member's state, term or published position changes), and the
+/// terms seen led (a new leader forgets the ids its predecessor's idempotency memory held, so the
+/// shared history records a restart then, as it does for a crash).
+#[derive(Default)]
+struct Watch {
+    seen: Vec<crate::checker::Observation>,
+    last: BTreeMap<usize, (bool, bool, u64, u64)>,
+    terms: std::collections::BTreeSet<u64>,
+}
+
+impl Watch {
+    fn observe(&mut self, rigs: &[Rig], at: u64) {
+        for (k, r) in rigs.iter().enumerate() {
+            let Some(node) = r.shared.node.borrow().clone() else { continue };
+            let Some(cluster) = node.cluster() else { continue };
+            let st = cluster.status();
+            let master = st.state == annal::cluster::VNodeState::Master;
+            let leading = master || st.state == annal::cluster::VNodeState::PreMaster;
+            let now = (master, leading, st.term, node.store().log().committed());
+            let before = self.last.insert(k, now);
+            if before == Some(now) {
+                continue;
+            }
+            if before.is_none_or(|(_, l, t, _)| (l, t) != (leading, st.term)) {
+                r.shared.note(at, "sim", format!("{} {} in term {}", r.name, st.state.name(), st.term));
+            }
+            if master && self.terms.insert(st.term) {
+                r.shared.note(at, "sim", format!("{} leads term {}", r.name, st.term));
+                r.shared.history.borrow_mut().restart(at);
+            }
+            self.seen.push(crate::checker::Observation {
+                at,
+                node: r.name.clone(),
+                master,
+                leading,
+                term: st.term,
+                published: now.3,
+            });
+        }
+    }
+
+    /// Whether a leader exists and every running member published as far as it.
+    fn settled(&self, rigs: &[Rig]) -> bool {
+        let up: Vec<(bool, u64)> = rigs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.shared.node.borrow().as_ref().is_some_and(|n| n.cluster().is_some()))
+            .filter_map(|(k, _)| self.last.get(&k).map(|&(m, _, _, p)| (m, p)))
+            .collect();
+        let Some(lead) = up.iter().find(|(m, _)| *m).map(|&(_, p)| p) else { return false };
+        up.iter().all(|&(_, p)| p == lead)
+    }
+}
+
+/// A running member's committed log: its records' frames from 0 to its published position.
+fn committed_log(r: &Rig) -> Option<crate::checker::convergence::Committed> {
+    let node = r.shared.node.borrow().clone()?;
+    node.cluster()?;
+    let log = node.store().log();
+    let published = log.committed();
+    let mut scan = log.scan_durable(0).until(published);
+    let mut frames = Vec::new();
+    let mut error = None;
+    while let Some(rec) = scan.next_with_frame() {
+        match rec {
+            Ok((_, f)) => frames.extend_from_slice(&f),
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    Some(crate::checker::convergence::Committed {
+        node: r.name.clone(),
+        published,
+        frames: error.map_or(Ok(frames), Err),
+    })
 }
 
 // Measures how long the checks take (a figure for the operator, never part of the trace).

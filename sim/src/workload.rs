@@ -48,7 +48,16 @@ pub struct WorkloadConfig {
     pub pad_max: usize,
     /// Per-mille of operations that are deletes.
     pub delete_permille: u32,
+    /// The node is a cluster member: reads ask for the leader (`ES-RequireMaster: True`, so they
+    /// are linearizable), and a `307` is followed to the leader it names.
+    pub cluster: bool,
+    /// A cluster's node hosts: after a failure a client moves on to the next one.
+    pub members: Vec<String>,
 }
+
+/// Redirects a request follows before it is given up (and recorded as refused: a `307` means the
+/// node did not carry it out).
+const MAX_REDIRECTS: usize = 3;
 
 /// Stream name `i`.
 pub fn stream_name(i: usize) -> String {
@@ -62,6 +71,8 @@ struct ClientState {
     known: Vec<i64>,
     dead: Vec<bool>,
     seq: u64,
+    /// Index in `members` of the node a cluster client goes to first (after a failure, the next).
+    home: usize,
 }
 
 /// Runs client `me` until the workload phase is over (and client 0's final reads).
@@ -73,6 +84,7 @@ pub async fn client(me: usize, seed: u64, cfg: WorkloadConfig, shared: Rc<Shared
         known: vec![-1; cfg.streams],
         dead: vec![false; cfg.streams],
         seq: 0,
+        home: cfg.members.iter().position(|m| *m == cfg.node).unwrap_or(0),
     };
     let end = cfg.duration.as_micros() as u64;
     let mut retry: Option<(usize, usize, OpKind, u32)> = None;
@@ -173,7 +185,15 @@ fn request(
     b.body(Full::new(Bytes::from(body))).unwrap_or_else(|e| unreachable!("static request parts: {e}"))
 }
 
-fn build(node: &str, stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
+fn build(node: &str, stream: &str, kind: &OpKind, cluster: bool) -> http::Request<Full<Bytes>> {
+    let mut req = build_plain(node, stream, kind);
+    if cluster && !kind.is_write() {
+        req.headers_mut().insert("es-requiremaster", http::HeaderValue::from_static("True"));
+    }
+    req
+}
+
+fn build_plain(node: &str, stream: &str, kind: &OpKind) -> http::Request<Full<Bytes>> {
     match kind {
         OpKind::Append { expected, events, .. } => {
             let items: Vec<String> = events
@@ -268,8 +288,12 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
         (OpKind::Append { .. } | OpKind::Delete { .. }, 410) => Outcome::Deleted,
         (OpKind::Delete { .. }, 204) => Outcome::DeleteDone,
         // The node's contract: "read-only after a storage failure" is answered before anything of
-        // the write is staged, so the write certainly did not happen (the checker relies on it).
-        (OpKind::Append { .. } | OpKind::Delete { .. }, 503) if resp.reason.starts_with("Read-only") => {
+        // the write is staged, so the write certainly did not happen (the checker relies on it);
+        // so is a cluster node's "Server Is Not Ready" (no leader known, not elected yet, no users
+        // yet, or not the leader when the write's turn came: nothing staged).
+        (OpKind::Append { .. } | OpKind::Delete { .. }, 503)
+            if resp.reason.starts_with("Read-only") || resp.reason == "Server Is Not Ready" =>
+        {
             Outcome::Refused(format!("{} {}", resp.status, text()))
         }
         (OpKind::Append { .. } | OpKind::Delete { .. }, 408 | 500..=599) => {
@@ -280,12 +304,20 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
             Err(e) => Outcome::Unexpected(e),
         },
         (OpKind::ReadForward { .. } | OpKind::ReadBackward { .. }, 404) => Outcome::NoStream,
+        // Redirected more than `MAX_REDIRECTS` times: no node carried it out.
+        (_, 307) => Outcome::Refused(format!("307 {}", resp.header("location").unwrap_or_default())),
         (OpKind::ReadForward { .. } | OpKind::ReadBackward { .. }, 410) => Outcome::Deleted,
         (OpKind::ReadForward { .. } | OpKind::ReadBackward { .. }, 408 | 500..=599) => {
             Outcome::Refused(format!("{} {}", resp.status, text()))
         }
         (_, status) => Outcome::Unexpected(format!("status {status}: {}", text())),
     }
+}
+
+/// The address of a redirect's `Location` (`http://ip:port/path`).
+fn redirect_target(location: &str) -> Option<std::net::SocketAddr> {
+    let rest = location.strip_prefix("http://")?;
+    rest.split('/').next()?.parse().ok()
 }
 
 async fn run_op(
@@ -297,7 +329,26 @@ async fn run_op(
 ) -> (usize, Outcome) {
     let stream = stream_name(s);
     let id = shared.history.borrow_mut().invoke(st.me, &stream, kind.clone(), now_us());
-    let r = st.http.send(build(&cfg.node, &stream, &kind)).await;
+    let mut r = st.http.send(build(&cfg.node, &stream, &kind, cfg.cluster)).await;
+    let mut hops = 0;
+    while let Ok(resp) = &r {
+        let to = (resp.status == 307).then(|| resp.header("location").and_then(redirect_target)).flatten();
+        let Some(to) = to.filter(|_| hops < MAX_REDIRECTS) else { break };
+        hops += 1;
+        st.http.retarget(Some(to));
+        r = st.http.send(build(&cfg.node, &stream, &kind, cfg.cluster)).await;
+    }
+    if !matches!(&r, Ok(resp) if resp.status < 500) {
+        // The node it went to may no longer lead, or be down: a cluster client starts the next
+        // request at the next member, a single node's client at its node.
+        if cfg.members.is_empty() {
+            st.http.retarget(None);
+        } else {
+            st.home = (st.home + 1) % cfg.members.len();
+            let next = turmoil::lookup(cfg.members[st.home].as_str());
+            st.http.retarget(Some(std::net::SocketAddr::new(next, PORT)));
+        }
+    }
     let out = classify(&kind, r);
     match (&kind, &out) {
         (OpKind::Append { events, .. }, Outcome::Appended { first: Some(f) }) => {

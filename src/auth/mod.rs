@@ -32,7 +32,7 @@ use crate::env::Env;
 use crate::store::{Follow, ReadError, StorageError, Store};
 
 pub use acl::{Access, Operation, Settings};
-pub use users::{UserError, UserRecord};
+pub use users::{UserError, UserRecord, USERS_STREAM};
 
 /// PBKDF2 iterations for new hashes in production.
 pub const DEFAULT_PASSWORD_ITERATIONS: u32 = 100_000;
@@ -272,6 +272,18 @@ impl Auth {
 mod tests {
     use super::*;
 
+    /// Runs a future on this thread (the in-memory store's writes complete without a runtime).
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(r) = f.as_mut().poll(&mut cx) {
+                return r;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn verdicts_are_cached_until_users_change() {
         let (env, _disk, clock) = crate::env::mem::env(7);
@@ -280,7 +292,7 @@ mod tests {
         cfg.existence_filter_bytes = 4096;
         let store = Store::open(&env, cfg).unwrap();
         let auth = Auth::new(env, store, 4);
-        auth.ensure_default_users().unwrap();
+        auth.ensure_default_users_blocking().unwrap();
         let admin = "Basic YWRtaW46Y2hhbmdlaXQ=";
         assert_eq!(auth.cached(admin), None);
         let p = auth.authenticate(admin).unwrap();
@@ -289,14 +301,14 @@ mod tests {
         assert_eq!(auth.authenticate("Basic YWRtaW46eA=="), Err(AuthFailure::Unauthorized));
         assert_eq!(auth.cached("Basic YWRtaW46eA=="), Some(Err(AuthFailure::Unauthorized)));
         // Any user change forgets every verdict; the cache also expires on its own.
-        auth.set_disabled("ops", true).unwrap();
+        block_on(auth.set_disabled("ops", true)).unwrap();
         assert_eq!(auth.cached(admin), None);
         assert_eq!(auth.authenticate("Basic b3BzOmNoYW5nZWl0"), Err(AuthFailure::Unauthorized));
         auth.authenticate(admin).unwrap();
         clock.advance(CREDENTIAL_TTL);
         assert_eq!(auth.cached(admin), None);
         // The defaults are not created twice.
-        auth.ensure_default_users().unwrap();
+        auth.ensure_default_users_blocking().unwrap();
         assert_eq!(auth.users().unwrap().len(), 2);
     }
 

@@ -6,7 +6,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::{password, Auth};
-use crate::store::{NewEvent, ReadError, StorageError, WriteError, ANY, NO_STREAM};
+use std::future::Future as _;
+
+use crate::store::{NewEvent, ReadError, StorageError, WriteError, WriteOp, WriteResult, ANY, NO_STREAM};
 
 /// Index stream of logins.
 pub const USERS_STREAM: &str = "$users";
@@ -160,14 +162,35 @@ impl Auth {
         Ok(out)
     }
 
-    /// Creates a user; creating an existing user again with the same password succeeds (blocking).
-    pub fn create_user(
+    /// Creates a user; creating an existing user again with the same password succeeds. The writes
+    /// go through [`Store::append_async`](crate::store::Store::append_async): on a cluster leader
+    /// they wait for a quorum without holding a thread (the reads before them are blocking).
+    pub async fn create_user(
         &self,
         login: &str,
         full_name: &str,
         groups: Vec<String>,
         password: &str,
     ) -> Result<(), UserError> {
+        let write = |s: String, e: i64, evs: Vec<NewEvent>| {
+            let store = self.store.clone();
+            async move { store.append_async(&s, e, evs).await }
+        };
+        self.create_user_with(login, full_name, groups, password, write).await
+    }
+
+    /// [`Auth::create_user`] with its appends made by `write` (stream, expected version, events).
+    async fn create_user_with<F>(
+        &self,
+        login: &str,
+        full_name: &str,
+        groups: Vec<String>,
+        password: &str,
+        write: impl Fn(String, i64, Vec<NewEvent>) -> F,
+    ) -> Result<(), UserError>
+    where
+        F: std::future::Future<Output = Result<WriteResult, WriteError>>,
+    {
         validate_login(login)?;
         if let Some(existing) = self.user(login)? {
             return if existing.password_matches(password) { Ok(()) } else { Err(UserError::Conflict) };
@@ -185,8 +208,7 @@ impl Auth {
             updated_us: 0,
         };
         let created = self.event("$UserCreated", Self::record_bytes(&rec), true);
-        let r = self.store.append(&user_stream(login), NO_STREAM, vec![created]);
-        match r {
+        match write(user_stream(login), NO_STREAM, vec![created]).await {
             Ok(_) => {}
             // Someone created it at the same moment: decide as for an existing user.
             Err(WriteError::WrongExpectedVersion { .. }) => {
@@ -197,11 +219,12 @@ impl Auth {
             }
             Err(e) => return Err(e.into()),
         }
-        self.store.append(USERS_STREAM, ANY, vec![self.event("$User", login.as_bytes().to_vec(), false)])?;
+        write(USERS_STREAM.to_owned(), ANY, vec![self.event("$User", login.as_bytes().to_vec(), false)])
+            .await?;
         Ok(())
     }
 
-    fn update_user(
+    async fn update_user(
         &self,
         login: &str,
         change: impl FnOnce(&mut UserRecord),
@@ -209,75 +232,115 @@ impl Auth {
         let mut rec = self.user(login)?.ok_or(UserError::NotFound)?;
         change(&mut rec);
         let ev = self.event("$UserUpdated", Self::record_bytes(&rec), true);
-        let r = self.store.append(&user_stream(login), ANY, vec![ev]);
-        r?;
+        self.store.append_async(&user_stream(login), ANY, vec![ev]).await?;
         Ok(rec)
     }
 
-    /// Replaces a user's full name and groups (blocking).
-    pub fn update_details(&self, login: &str, full_name: &str, groups: Vec<String>) -> Result<(), UserError> {
+    /// Replaces a user's full name and groups.
+    pub async fn update_details(
+        &self,
+        login: &str,
+        full_name: &str,
+        groups: Vec<String>,
+    ) -> Result<(), UserError> {
         self.update_user(login, |r| {
             r.full_name = full_name.into();
             r.groups = groups;
         })
+        .await
         .map(drop)
     }
 
-    /// Enables or disables a user (blocking).
-    pub fn set_disabled(&self, login: &str, disabled: bool) -> Result<(), UserError> {
-        self.update_user(login, |r| r.disabled = disabled).map(drop)
+    /// Enables or disables a user.
+    pub async fn set_disabled(&self, login: &str, disabled: bool) -> Result<(), UserError> {
+        self.update_user(login, |r| r.disabled = disabled).await.map(drop)
     }
 
-    /// Sets a new password (blocking).
-    pub fn reset_password(&self, login: &str, new_password: &str) -> Result<(), UserError> {
+    /// Sets a new password.
+    pub async fn reset_password(&self, login: &str, new_password: &str) -> Result<(), UserError> {
         let (salt, hash, iterations) = self.hash_password(new_password);
         let b64 = &base64::engine::general_purpose::STANDARD;
         self.update_user(login, |r| {
             r.salt = b64.encode(salt);
             r.hash = b64.encode(hash);
             r.iterations = iterations;
-        })?;
+        })
+        .await?;
         let note = serde_json::to_vec(&serde_json::json!({ "loginName": login })).unwrap_or_default();
-        self.store.append(
-            PASSWORD_NOTIFICATIONS_STREAM,
-            ANY,
-            vec![self.event("$PasswordChanged", note, true)],
-        )?;
+        self.store
+            .append_async(
+                PASSWORD_NOTIFICATIONS_STREAM,
+                ANY,
+                vec![self.event("$PasswordChanged", note, true)],
+            )
+            .await?;
         Ok(())
     }
 
-    /// Changes a password after checking the current one (blocking).
-    pub fn change_password(&self, login: &str, current: &str, new_password: &str) -> Result<(), UserError> {
+    /// Changes a password after checking the current one.
+    pub async fn change_password(
+        &self,
+        login: &str,
+        current: &str,
+        new_password: &str,
+    ) -> Result<(), UserError> {
         let rec = self.user(login)?.ok_or(UserError::NotFound)?;
         if !rec.password_matches(current) {
             return Err(UserError::Unauthorized);
         }
-        self.reset_password(login, new_password)
+        self.reset_password(login, new_password).await
     }
 
-    /// Deletes a user (soft-deletes its stream; blocking).
-    pub fn delete_user(&self, login: &str) -> Result<(), UserError> {
+    /// Deletes a user (soft-deletes its stream).
+    pub async fn delete_user(&self, login: &str) -> Result<(), UserError> {
         if self.user(login)?.is_none() {
             return Err(UserError::NotFound);
         }
-        let r = self.store.delete(&user_stream(login), ANY, false);
-        r?;
+        let op = WriteOp::Delete { stream: user_stream(login), expected: ANY, hard: false };
+        self.store.write_async(op).await?;
         Ok(())
     }
 
     /// Creates `admin` and `ops` (password `changeit`) when their streams were never written
-    /// (blocking; called at start).
-    pub fn ensure_default_users(&self) -> Result<(), UserError> {
+    /// (when a cluster node becomes the leader: the writes wait for a quorum without holding a
+    /// thread, which the simulator, running blocking work inline, needs).
+    pub async fn ensure_default_users(&self) -> Result<(), UserError> {
+        for (login, full_name, group) in self.missing_default_users()? {
+            self.create_user(login, full_name, vec![group.to_owned()], "changeit").await?;
+        }
+        Ok(())
+    }
+
+    /// [`Auth::ensure_default_users`] for a single node's start (blocking): its writes are
+    /// [`Store::append`](crate::store::Store::append)s, which never wait for a quorum.
+    pub fn ensure_default_users_blocking(&self) -> Result<(), UserError> {
+        for (login, full_name, group) in self.missing_default_users()? {
+            let write =
+                |s: String, e: i64, evs: Vec<NewEvent>| std::future::ready(self.store.append(&s, e, evs));
+            let create = self.create_user_with(login, full_name, vec![group.to_owned()], "changeit", write);
+            // Every write is a ready future, so the creation completes in one poll.
+            let mut create = std::pin::pin!(create);
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            match create.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(r) => r?,
+                std::task::Poll::Pending => unreachable!("blocking writes never leave the future pending"),
+            }
+        }
+        Ok(())
+    }
+
+    fn missing_default_users(&self) -> Result<Vec<(&'static str, &'static str, &'static str)>, UserError> {
         let defaults = [
             ("admin", "Event Store Administrator", super::acl::ROLE_ADMINS),
             ("ops", "Event Store Operations", super::acl::ROLE_OPS),
         ];
-        for (login, full_name, group) in defaults {
-            let st = self.store.stream_state(&user_stream(login))?;
+        let mut out = Vec::new();
+        for d in defaults {
+            let st = self.store.stream_state(&user_stream(d.0))?;
             if st.last < 0 && st.meta_last < 0 {
-                self.create_user(login, full_name, vec![group.to_owned()], "changeit")?;
+                out.push(d);
             }
         }
-        Ok(())
+        Ok(out)
     }
 }

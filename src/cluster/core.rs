@@ -475,7 +475,9 @@ impl Core {
             next_gossip: now,
             known: BTreeMap::new(),
             last_lease: 0,
-            has_followed: !settings.fresh,
+            // A vote on disk means the node was not wiped: it remembers every term it voted in,
+            // even with an empty log (a member that voted but never received a record).
+            has_followed: !settings.fresh || persisted.proposal > 0,
             next_subscription: 1,
             last_refusal: None,
             rng: ChaCha8Rng::seed_from_u64(seed),

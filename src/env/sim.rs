@@ -93,7 +93,10 @@ impl Clock for SimClock {
 /// TCP over turmoil's simulated network.
 pub struct SimNet;
 
-struct SimListener(turmoil::net::TcpListener);
+/// A listener and the address it reports: the one asked for (turmoil binds only the unspecified
+/// or loopback address, so a listener asked for the host's own address binds the unspecified one
+/// with its port, and still reports the host's address, as a real listener on it would).
+struct SimListener(turmoil::net::TcpListener, Option<SocketAddr>);
 
 impl Listener for SimListener {
     fn accept(&mut self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
@@ -103,15 +106,23 @@ impl Listener for SimListener {
         })
     }
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        match self.1 {
+            Some(a) => Ok(a),
+            None => self.0.local_addr(),
+        }
     }
 }
 
 impl Net for SimNet {
     fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
         Box::pin(async move {
-            let l = turmoil::net::TcpListener::bind(addr).await?;
-            Ok(Box::new(SimListener(l)) as Box<dyn Listener>)
+            if addr.ip().is_unspecified() || addr.ip().is_loopback() || addr.port() == 0 {
+                let l = turmoil::net::TcpListener::bind(addr).await?;
+                return Ok(Box::new(SimListener(l, None)) as Box<dyn Listener>);
+            }
+            let any = SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), addr.port());
+            let l = turmoil::net::TcpListener::bind(any).await?;
+            Ok(Box::new(SimListener(l, Some(addr))) as Box<dyn Listener>)
         })
     }
     fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {

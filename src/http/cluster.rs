@@ -9,6 +9,9 @@
 //!   forwarded to the leader, which answers it (the node relays the answer), or, with
 //!   `ES-RequireMaster: True`, answered `307 Temporary Redirect` to the same path on the leader;
 //!   with no leader known, `503`;
+//! - a node that has no users yet (a member that has not received them from a leader) answers a
+//!   request whose credentials it cannot check with `503 Server Is Not Ready`, not `401`: the
+//!   credentials may well be right;
 //! - a read with `ES-RequireMaster: True` on a node that does not lead is redirected the same
 //!   way; other reads are served from the node's committed records (never uncommitted ones).
 
@@ -202,4 +205,12 @@ fn parse_complete(raw: &[u8]) -> Option<Reply> {
     let body = raw.get(end + 4..end + 4 + len)?;
     reply.body = bytes::Bytes::copy_from_slice(body);
     Some(reply)
+}
+
+/// The answer of a cluster node that refused a request's credentials while it has no users at all
+/// (they reach a member when it replicates them from a leader): `503`, since it cannot tell.
+pub fn without_users(api: &Api) -> Option<Reply> {
+    api.node.cluster()?;
+    let users = api.node.store().stream_state(crate::auth::USERS_STREAM).ok()?;
+    (users.last < 0).then(|| Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"))
 }

@@ -195,7 +195,7 @@ pub async fn create(api: &Arc<Api>, req: &mut Req) -> Reply {
         return failure(req, &login, &UserError::Invalid("a password is required".into()));
     }
     let l = login.clone();
-    match run(api, move |a| a.create_user(&l, &full_name, groups, &password)).await {
+    match api.node.auth().create_user(&l, &full_name, groups, &password).await {
         Ok(()) => reply(
             req,
             StatusCode::CREATED,
@@ -215,21 +215,21 @@ pub async fn update(api: &Arc<Api>, req: &mut Req, login: String) -> Reply {
     };
     let (full_name, groups) = (text(&m, "fullName"), strings(field(&m, "groups")));
     let l = login.clone();
-    let r = run(api, move |a| a.update_details(&l, &full_name, groups)).await;
+    let r = api.node.auth().update_details(&l, &full_name, groups).await;
     update_result(req, &login, r)
 }
 
 /// `DELETE /users/{login}`.
 pub async fn delete(api: &Arc<Api>, req: &mut Req, login: String) -> Reply {
     let l = login.clone();
-    let r = run(api, move |a| a.delete_user(&l)).await;
+    let r = api.node.auth().delete_user(&l).await;
     update_result(req, &login, r)
 }
 
 /// `…/command/enable` and `…/command/disable`.
 pub async fn set_disabled(api: &Arc<Api>, req: &mut Req, login: String, disabled: bool) -> Reply {
     let l = login.clone();
-    let r = run(api, move |a| a.set_disabled(&l, disabled)).await;
+    let r = api.node.auth().set_disabled(&l, disabled).await;
     update_result(req, &login, r)
 }
 
@@ -244,7 +244,7 @@ pub async fn reset_password(api: &Arc<Api>, req: &mut Req, login: String) -> Rep
         return failure(req, &login, &UserError::Invalid("a new password is required".into()));
     }
     let l = login.clone();
-    let r = run(api, move |a| a.reset_password(&l, &new)).await;
+    let r = api.node.auth().reset_password(&l, &new).await;
     update_result(req, &login, r)
 }
 
@@ -259,6 +259,6 @@ pub async fn change_password(api: &Arc<Api>, req: &mut Req, login: String) -> Re
         return failure(req, &login, &UserError::Invalid("a new password is required".into()));
     }
     let l = login.clone();
-    let r = run(api, move |a| a.change_password(&l, &current, &new)).await;
+    let r = api.node.auth().change_password(&l, &current, &new).await;
     update_result(req, &login, r)
 }

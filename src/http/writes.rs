@@ -15,7 +15,7 @@ use super::request::Req;
 use super::text::event_uri;
 use super::Api;
 use crate::auth::Operation;
-use crate::store::{NewEvent, WriteError, WriteResult};
+use crate::store::{NewEvent, WriteError, WriteOp, WriteResult};
 
 const INVALID_BODY: &str = "Write request body invalid.";
 
@@ -309,15 +309,15 @@ pub async fn delete(api: &Arc<Api>, req: &mut Req, stream: String) -> Reply {
         (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
     };
     let (a, p, s) = (api.clone(), req.principal.clone(), stream.clone());
-    let env = api.node.env().clone();
-    let r: Result<bool, WriteError> = env
-        .blocking(move || {
-            if !a.node.auth().check(p.as_ref(), &s, Operation::Delete)?.allowed {
-                return Ok(false);
-            }
-            a.node.store().delete(&s, expected, hard).map(|_| true)
-        })
-        .await;
+    let allowed =
+        api.node.env().blocking(move || a.node.auth().check(p.as_ref(), &s, Operation::Delete)).await;
+    // The delete waits without holding a thread: on a cluster leader it waits for a quorum (and
+    // the simulator, running blocking work inline, could not wait for one on a thread).
+    let r: Result<bool, WriteError> = match allowed {
+        Ok(acc) if !acc.allowed => Ok(false),
+        Ok(_) => api.node.store().write_async(WriteOp::Delete { stream, expected, hard }).await.map(|_| true),
+        Err(e) => Err(e.into()),
+    };
     match r {
         Ok(true) => Reply::plain(StatusCode::NO_CONTENT, "Stream deleted"),
         Ok(false) => Reply::unauthorized(),

@@ -13,6 +13,15 @@
 //! - [`protocol`]: nothing unexpected is answered (an answer outside the protocol is a harness or
 //!   protocol bug).
 //!
+//! A cluster run checks its one shared history with all of these (reads go to the leader, so
+//! linearizability covers the whole cluster), and adds, from what the harness observed of the
+//! members ([`Observation`]) and read of their logs at the end:
+//!
+//! - [`one_leader`]: at most one leader per term.
+//! - [`published`]: no node publishes a position no leader committed.
+//! - [`election`]: after healing, a leader within a bound of simulated time.
+//! - [`convergence`]: after healing, every member's committed log is the same, byte for byte.
+//!
 //! [`stream_model`] is not an invariant: it is the model of one stream that the linearizability
 //! search runs on.
 //!
@@ -23,12 +32,16 @@
 //! Invariant: every check is a pure function of its inputs (no clock, no randomness, budgets in
 //! steps, not time), so a seed's verdict replays exactly.
 
+pub mod convergence;
 pub mod durability;
+pub mod election;
 pub mod integrity;
 pub mod linearizability;
 pub mod liveness;
 pub mod no_panic;
+pub mod one_leader;
 pub mod protocol;
+pub mod published;
 pub mod stream_model;
 
 use crate::history::History;
@@ -42,6 +55,42 @@ pub struct Report {
     pub inconclusive: Vec<String>,
     /// Search steps taken (model evaluations), over all streams.
     pub steps: u64,
+}
+
+/// What the harness saw of one cluster member after a simulation step (recorded when it changed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// Simulated time, µs.
+    pub at: u64,
+    /// The node host.
+    pub node: String,
+    /// Whether it was `Master`.
+    pub master: bool,
+    /// Whether it was in a leader's role (`Master`, or `PreMaster`: elected, committing its
+    /// term's epoch record): it publishes only what a quorum holds.
+    pub leading: bool,
+    /// Its term (epoch number).
+    pub term: u64,
+    /// Its published (committed) log position.
+    pub published: u64,
+}
+
+/// Runs the cluster checks on what the harness `seen` of the members, the members' committed
+/// `logs` at the end, and the healing instant; `electable` says whether a quorum kept its data
+/// (only then is a leader after healing required).
+pub fn check_cluster(
+    seen: &[Observation],
+    logs: &[convergence::Committed],
+    healed_at: u64,
+    electable: bool,
+) -> Vec<String> {
+    let mut f = one_leader::check(seen);
+    f.extend(published::check(seen));
+    if electable {
+        f.extend(election::check(seen, healed_at));
+    }
+    f.extend(convergence::check(logs));
+    f
 }
 
 /// Runs every history check on one node's `history`. `final_reads` are the ids of the final reads
