@@ -489,7 +489,7 @@ fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
 #[derive(Default)]
 struct Watch {
     seen: Vec<crate::checker::Observation>,
-    last: BTreeMap<usize, (bool, bool, u64, u64)>,
+    last: BTreeMap<usize, (bool, bool, u64, u64, u64)>,
     terms: std::collections::BTreeSet<u64>,
 }
 
@@ -501,12 +501,12 @@ impl Watch {
             let st = cluster.status();
             let master = st.state == annal::cluster::VNodeState::Master;
             let leading = master || st.state == annal::cluster::VNodeState::PreMaster;
-            let now = (master, leading, st.term, node.store().log().committed());
+            let now = (master, leading, st.term, node.store().log().committed(), st.committed);
             let before = self.last.insert(k, now);
             if before == Some(now) {
                 continue;
             }
-            if before.is_none_or(|(_, l, t, _)| (l, t) != (leading, st.term)) {
+            if before.is_none_or(|(_, l, t, _, _)| (l, t) != (leading, st.term)) {
                 r.shared.note(at, "sim", format!("{} {} in term {}", r.name, st.state.name(), st.term));
             }
             if master && self.terms.insert(st.term) {
@@ -520,6 +520,7 @@ impl Watch {
                 leading,
                 term: st.term,
                 published: now.3,
+                commit: now.4,
             });
         }
     }
@@ -530,7 +531,7 @@ impl Watch {
             .iter()
             .enumerate()
             .filter(|(_, r)| r.shared.node.borrow().as_ref().is_some_and(|n| n.cluster().is_some()))
-            .filter_map(|(k, _)| self.last.get(&k).map(|&(m, _, _, p)| (m, p)))
+            .filter_map(|(k, _)| self.last.get(&k).map(|&(m, _, _, p, _)| (m, p)))
             .collect();
         let Some(lead) = up.iter().find(|(m, _)| *m).map(|&(_, p)| p) else { return false };
         up.iter().all(|&(_, p)| p == lead)

@@ -55,6 +55,9 @@ pub struct Status {
     pub members: Vec<(NodeId, Option<MemberView>, bool)>,
     /// The term.
     pub term: u64,
+    /// The commit position this node's core knows: on a leader, what a quorum holds durably (its
+    /// store publishes up to it once it has read it back); on a follower, what its leader said.
+    pub committed: u64,
     /// The last refusal (a reason the node protects its data), if any.
     pub refusal: Option<String>,
     /// Until when (monotonic) this node surely leads ([`Core::lease_until`]).
@@ -140,6 +143,7 @@ impl Cluster {
                 leader_http: None,
                 members: core.gossip_members(),
                 term: core.term(),
+                committed: core.committed(),
                 refusal: None,
                 lease_until: None,
             }),
@@ -365,6 +369,7 @@ impl Cluster {
             let mut st = lock(&self.status);
             st.state = state;
             st.term = core.term();
+            st.committed = core.committed();
             st.leader_http = leader_http;
             st.members = core.gossip_members();
             st.lease_until = core.lease_until();
@@ -470,6 +475,11 @@ impl Cluster {
                 }
             }
             Effect::Commit { upto } => {
+                // The status shows the commit before any message that carries it can leave.
+                {
+                    let mut st = lock(&self.status);
+                    st.committed = st.committed.max(upto);
+                }
                 let store = self.store.clone();
                 if let Err(e) = self.env.blocking(move || store.release(upto)).await {
                     tracing::error!(upto, error = %e, "publishing committed records failed");

@@ -4,7 +4,8 @@
 //! Rules (v5's):
 //! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping, or a
 //!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
-//!   writes with `503 Server Is Not Ready`;
+//!   writes with `503 Server Is Not Ready`; so does a leader whose store has not published
+//!   everything its quorum committed (its reads would be stale);
 //! - a write (append, delete, metadata, users) on a node that does not lead is
 //!   forwarded to the leader, which answers it (the node relays the answer), or, with
 //!   `ES-RequireMaster: True`, answered `307 Temporary Redirect` to the same path on the leader;
@@ -70,6 +71,9 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let not_ready =
         || Some(Gate::Answer(Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")));
     match st.state {
+        // A leader whose store could not publish all it committed (a read error while
+        // releasing) would answer from a state missing committed records: not ready.
+        VNodeState::Master if api.node.store().log().committed() < st.committed => return not_ready(),
         // A leader whose lease ran out may have been replaced without knowing it yet: it
         // serves nothing until it hears from a quorum again (or steps down).
         VNodeState::Master if st.lease_until.is_some_and(|t| t > api.node.env().clock.monotonic()) => {

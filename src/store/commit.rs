@@ -250,7 +250,7 @@ impl Store {
             if self.pipeline_full() {
                 return;
             }
-            if !self.leading() {
+            if !self.leading() || !self.published_all() {
                 let refused: Vec<Pending> = lock(&self.queue).pending.drain(..).collect();
                 for p in refused {
                     p.tx.done(Err(WriteError::NotLeader));
@@ -394,12 +394,20 @@ impl Store {
                 });
             }
             Err(e) => {
-                // Nothing of this group is acknowledged; rejections stay rejections.
+                // Nothing of this group is acknowledged. A rejection stays one only when nothing
+                // was staged before it: one decided against the group's own staged writes (a wrong
+                // expected version whose current version counts them, a stream they deleted) is
+                // no longer true once they are not written, so it becomes the group's error.
+                let mut wrote = false;
                 for r in staged.results.into_iter().flatten() {
                     out.push(match r {
                         Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
-                        Err(other) => Err(other),
-                        Ok(_) => Err(WriteError::Storage(e.clone())),
+                        Err(other) if !wrote => Err(other),
+                        Err(_) => Err(WriteError::Storage(e.clone())),
+                        Ok(_) => {
+                            wrote = true;
+                            Err(WriteError::Storage(e.clone()))
+                        }
                     });
                 }
                 out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));

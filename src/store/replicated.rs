@@ -98,6 +98,18 @@ impl Store {
         !self.cfg.replicated || lock(&self.gate).leading
     }
 
+    /// Whether a leader's published state covers its whole log, so that a new group may be
+    /// decided against it (expected versions, event numbers, idempotent retries). A leader whose
+    /// store could not publish what its quorum committed (a read error while releasing) holds
+    /// records its stream states do not show: deciding against them would give a write an
+    /// event number a committed record already has.
+    /// (Groups waiting for their quorum are accounted for: later groups are decided against
+    /// their states; what must be published is everything before the first of them.)
+    pub(super) fn published_all(&self) -> bool {
+        let before = lock(&self.gate).awaiting.front().map(|a| a.start);
+        self.log().committed() >= before.unwrap_or_else(|| self.log().durable())
+    }
+
     /// Whether this cluster node currently takes writes.
     pub fn is_leading(&self) -> bool {
         self.leading()

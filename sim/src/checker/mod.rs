@@ -71,8 +71,10 @@ pub struct Observation {
     pub leading: bool,
     /// Its term (epoch number).
     pub term: u64,
-    /// Its published (committed) log position.
+    /// Its published log position (the end of what its readers see).
     pub published: u64,
+    /// The commit position its cluster core knows (a leader's: what a quorum holds).
+    pub commit: u64,
 }
 
 /// Runs the cluster checks on what the harness `seen` of the members, the members' committed

@@ -1,9 +1,10 @@
 //! Nothing uncommitted is published: **no node publishes (makes readable) a log position that no
 //! leader has committed**. The harness observes every member's published position (the end of
-//! what its readers see) after each simulation step ([`Observation`]); a leader (`Master`, or
+//! what its readers see) and its core's commit position after each simulation step ([`Observation`]); a leader (`Master`, or
 //! `PreMaster` committing its term's epoch record) publishes what a quorum holds, a follower at most what its leader told it is committed. So at every instant a
-//! non-leader's published position is at most the highest position any leader had published up
-//! to then. A follower that publishes what it merely holds could serve a read of a record that a
+//! non-leader's published position is at most the highest position any leader had committed up
+//! to then (the leader's core's commit position, which its store publishes once it has read the
+//! records back: a read error may delay that, never the followers). A follower that publishes what it merely holds could serve a read of a record that a
 //! new leader later truncates (what EventStoreDB v5 followers do, and Annal must not).
 //!
 //! Positions are comparable across nodes because followers write the leader's records at the
@@ -18,7 +19,7 @@ pub fn check(seen: &[Observation]) -> Vec<String> {
     let mut failures = Vec::new();
     for o in seen {
         if o.leading {
-            committed = committed.max(o.published);
+            committed = committed.max(o.commit);
         } else if o.published > committed && !reported.contains(&o.node.as_str()) {
             reported.push(&o.node);
             failures.push(format!(
@@ -39,7 +40,7 @@ mod tests {
     use super::*;
 
     fn obs(at: u64, node: &str, master: bool, published: u64) -> Observation {
-        Observation { at, node: node.into(), master, leading: master, term: 1, published }
+        Observation { at, node: node.into(), master, leading: master, term: 1, published, commit: published }
     }
 
     #[test]
