@@ -1,6 +1,8 @@
 //! Simulator seeds from the repository root: `cargo test --features sim` replays the failing-seed
-//! corpus (`corpus/seeds.txt`), a quick campaign of fresh seeds and a few seeds on three node
-//! hosts through the simulator in `sim/` (annal-sim, a dev-dependency), and prints
+//! corpus (`corpus/seeds.txt`), a quick campaign of fresh seeds, a few seeds on three independent
+//! node hosts, and the cluster corpus plus a few fresh seeds on a cluster of three
+//! (`ANNAL_SIM_CLUSTER_SEEDS=N` fresh ones, default 3) through the simulator in `sim/` (annal-sim,
+//! a dev-dependency), and prints
 //! `N seeds passed` (past the test harness's capture). Sized for debug builds on 2 cores: about
 //! 40 s of seeds in debug, 3 s in release.
 //!
@@ -16,7 +18,7 @@
 //! below keeps the file empty in a build that has no `sim`.
 #![cfg(feature = "sim")]
 
-use annal_sim::campaign::{run_and_report, show, with_corpus};
+use annal_sim::campaign::{run_and_report, show, with_corpus, with_corpus_of};
 use annal_sim::Options;
 
 #[test]
@@ -28,11 +30,17 @@ fn corpus_and_a_quick_campaign_pass() {
     let three: Vec<u64> = (300..303).collect();
     let multi = run_and_report(&three, Options::three_nodes);
     show(&multi.line("simulator: three node hosts", three.len()));
-    let failed: Vec<u64> = single.failed.iter().chain(&multi.failed).map(|r| r.options.seed).collect();
+    let c: u64 = std::env::var("ANNAL_SIM_CLUSTER_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let cluster_seeds = with_corpus_of(Some(3), 300..300 + c);
+    let cluster = run_and_report(&cluster_seeds, |s| Options::cluster(s, 3));
+    show(&cluster.line("simulator: clusters of three (corpus and fresh seeds)", cluster_seeds.len()));
+    let failed: Vec<u64> =
+        single.failed.iter().chain(&multi.failed).chain(&cluster.failed).map(|r| r.options.seed).collect();
     assert!(
         failed.is_empty(),
         "failing seeds: {failed:?} (each printed its report and replay command above)"
     );
-    assert!(single.passed + multi.passed > 0, "no seed ran conclusively");
-    show(&format!("{} seeds passed", single.passed + multi.passed));
+    let passed = single.passed + multi.passed + cluster.passed;
+    assert!(passed > 0, "no seed ran conclusively");
+    show(&format!("{passed} seeds passed"));
 }

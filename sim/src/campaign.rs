@@ -2,9 +2,10 @@
 //! the determinism canary.
 //!
 //! `corpus/seeds.txt` holds one line per seed that ever failed on the real code
-//! (`seed <N> <what it found>`); campaigns replay it first. `corpus/bugs.txt` holds, per test-only
-//! bug switch, a seed that finds it (`bug <name> seed <N> <which invariant>`). Both are compiled
-//! in, so the test campaign needs no file access.
+//! (`seed <N> <what it found>`, or `seed <N> cluster <K> <what it found>` for a seed of a cluster
+//! of K members); campaigns replay those of their kind first. `corpus/bugs.txt` holds, per
+//! test-only bug switch, a seed that finds it (`bug <name> seed <N> [cluster <K>] <which
+//! invariant>`). Both are compiled in, so the test campaign needs no file access.
 //!
 //! Invariant: a seed's result depends only on its [`Options`]; threads share nothing but the
 //! counter handing out seeds, so the set of failing seeds does not depend on the thread count.
@@ -22,9 +23,36 @@ use crate::scenario::{run, Options, RunResult};
 pub const CORPUS: &str = include_str!("../../corpus/seeds.txt");
 /// The bug-switch table.
 pub const BUGS: &str = include_str!("../../corpus/bugs.txt");
+/// Cluster seeds that fail on the current code and are not fixed yet.
+pub const OPEN: &str = include_str!("../../corpus/open-cluster-seeds.txt");
 
-/// Seeds of the corpus, with what each found.
-pub fn corpus_seeds() -> Vec<(u64, String)> {
+/// The open (known failing, not yet fixed) seeds of clusters: seed and cluster size.
+pub fn open_seeds() -> Vec<(u64, usize)> {
+    OPEN.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("seed ")?;
+            let (n, what) = rest.split_once(' ')?;
+            let (cluster, _) = cluster_prefix(what);
+            Some((n.parse().ok()?, cluster?))
+        })
+        .collect()
+}
+
+/// Splits `cluster <K> rest` into `(Some(K), rest)`; anything else is `(None, text)`.
+fn cluster_prefix(text: &str) -> (Option<usize>, String) {
+    if let Some(rest) = text.strip_prefix("cluster ") {
+        let (k, what) = rest.split_once(' ').unwrap_or((rest, ""));
+        if let Ok(k) = k.parse() {
+            return (Some(k), what.to_owned());
+        }
+    }
+    (None, text.to_owned())
+}
+
+/// Seeds of the corpus, with their cluster size (`None`: a single node) and what each found.
+pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
     CORPUS
         .lines()
         .map(str::trim)
@@ -32,13 +60,15 @@ pub fn corpus_seeds() -> Vec<(u64, String)> {
         .filter_map(|l| {
             let rest = l.strip_prefix("seed ")?;
             let (n, what) = rest.split_once(' ').unwrap_or((rest, ""));
-            Some((n.parse().ok()?, what.to_owned()))
+            let (cluster, what) = cluster_prefix(what);
+            Some((n.parse().ok()?, cluster, what))
         })
         .collect()
 }
 
-/// The bug-switch table: each switch with a seed that finds it.
-pub fn bug_seeds() -> Vec<(Bug, u64, String)> {
+/// The bug-switch table: each switch with a seed that finds it, the seed's cluster size (`None`:
+/// a single node) and the invariant that catches it.
+pub fn bug_seeds() -> Vec<(Bug, u64, Option<usize>, String)> {
     BUGS.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -46,9 +76,19 @@ pub fn bug_seeds() -> Vec<(Bug, u64, String)> {
             let mut w = l.splitn(5, ' ');
             let (b, name, s, n) = (w.next()?, w.next()?, w.next()?, w.next()?);
             (b == "bug" && s == "seed").then_some(())?;
-            Some((Bug::parse(name)?, n.parse().ok()?, w.next().unwrap_or("").to_owned()))
+            let (cluster, what) = cluster_prefix(w.next().unwrap_or(""));
+            Some((Bug::parse(name)?, n.parse().ok()?, cluster, what))
         })
         .collect()
+}
+
+/// The options of a corpus or bug-table seed: the quick run, on a cluster of `cluster` members
+/// when given.
+pub fn corpus_options(seed: u64, cluster: Option<usize>) -> Options {
+    match cluster {
+        Some(k) => Options::cluster(seed, k),
+        None => Options::quick(seed),
+    }
 }
 
 /// What a campaign found.
@@ -166,10 +206,20 @@ pub fn show(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// The seeds `range`, after the corpus seeds (each once).
+/// The seeds `range`, after the single-node corpus seeds (each once).
 pub fn with_corpus(range: Range<u64>) -> Vec<u64> {
-    let mut v: Vec<u64> = corpus_seeds().into_iter().map(|(s, _)| s).collect();
-    v.extend(range.filter(|s| !v.contains(s)).collect::<Vec<_>>());
+    with_corpus_of(None, range)
+}
+
+/// The seeds `range`, after the corpus seeds of clusters of `cluster` members (`None`: of single
+/// nodes), each once; for a cluster, without its open seeds (`corpus/open-cluster-seeds.txt`:
+/// known failures not fixed yet, which `annal-sim run` still replays).
+pub fn with_corpus_of(cluster: Option<usize>, range: Range<u64>) -> Vec<u64> {
+    let open: Vec<u64> =
+        open_seeds().into_iter().filter(|(_, c)| Some(*c) == cluster).map(|(s, _)| s).collect();
+    let mut v: Vec<u64> =
+        corpus_seeds().into_iter().filter(|(_, c, _)| *c == cluster).map(|(s, _, _)| s).collect();
+    v.extend(range.filter(|s| !v.contains(s) && !open.contains(s)).collect::<Vec<_>>());
     v
 }
 

@@ -11,12 +11,20 @@
 //! faults are healed. A linearizability search that runs out of its step budget makes the run
 //! *inconclusive* (neither a pass nor a failure), which runs and campaigns report. [`campaign`]
 //! runs many seeds (the corpus first) and the determinism canary; `annal-sim` is the command line
-//! (`--nodes N` for several hosts). A single-node run is the simulator's historic run, so old
-//! seeds replay unchanged.
+//! (`--nodes N` for several independent hosts, `--cluster N [--replica]` for one cluster). A
+//! single-node run is the simulator's historic run, so old seeds replay unchanged.
+//!
+//! A cluster run ([`Options::cluster`]) makes its node hosts one cluster: one shared history for
+//! every client, clients that follow `307`s to the leader and read with `ES-RequireMaster`,
+//! network faults between the members ([`network`]) and kills during elections on top of each
+//! host's own faults, and the cluster checkers (one leader per term, nothing published before a
+//! leader committed it, a leader after healing, identical committed logs) beside the history
+//! checks.
 //!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
-//! [`history`] (operations and outcomes), [`checker`] (the invariants), [`shared`] (trace and
+//! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
+//! between cluster members), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
 pub mod campaign;

@@ -152,7 +152,8 @@ fn main() -> ExitCode {
             }
         }
         "swarm" => {
-            let seeds = campaign::with_corpus(a.seeds.0..a.seeds.1);
+            let kind = a.base.cluster.then_some(a.base.nodes);
+            let seeds = campaign::with_corpus_of(kind, a.seeds.0..a.seeds.1);
             let s = campaign::swarm(&seeds, a.jobs, opts, |r| {
                 if !r.passed() {
                     println!("{}", r.report());

@@ -8,11 +8,23 @@
 //! carries the test-only bug switches. A run of one node (the default) is exactly the simulator's
 //! historic single-node run, host names and trace included, so old seeds replay the same runs.
 //!
-//! Several nodes ([`Options::nodes`]) are independent single nodes today (no replication yet):
+//! Several nodes ([`Options::nodes`]) are independent single nodes unless [`Options::cluster`]:
 //! each gets its own clients and its checks run on its own history; faults hit hosts
-//! independently; and partitions between node hosts are scheduled too (harmless now, exercised so
-//! the cluster work finds them working). Cluster scenarios will add replication and checks across
-//! hosts on this frame.
+//! independently; and partitions between node hosts are scheduled too.
+//!
+//! A cluster ([`Options::cluster`]): the node hosts are the members of one cluster (cluster size
+//! `nodes`, replication port [`crate::rig::REPLICATION_PORT`], gossip seeds the other members,
+//! resolved at each boot), plus a read-only replica with [`Options::replica`]. All clients record
+//! into one history (rig 0's), numbered apart, on the same streams; each starts at its own
+//! member, follows `307`s to the leader, moves on to the next member after a failure, and reads
+//! with `ES-RequireMaster: True`, so reads are linearizable. Faults: each host's plan, the
+//! network faults between members ([`crate::network`]), and kills of a member that just took part
+//! in an election (a vote must survive them). After every step the harness observes each
+//! member's state, term, published and commit positions ([`crate::checker::Observation`]); a new
+//! leader's term is a restart in the history (its idempotency memory is not its predecessor's).
+//! After the clients finish, the cluster settles (followers catch up, bounded) and each member's
+//! committed log is read; then the history checks run once, and the cluster checks
+//! ([`crate::checker::check_cluster`]).
 //!
 //! Process-global state: the hosts of a run share its thread, and BUGGIFY, the bug switches and
 //! the halt after a panic are per thread. So they are per run: BUGGIFY is on for every host when
@@ -278,6 +290,7 @@ pub fn run(opts: &Options) -> RunResult {
     }
     let mut cut_count: BTreeMap<(usize, usize), u32> = BTreeMap::new();
     let mut links = crate::network::Links::default();
+    let mut election_crashes = ChaCha8Rng::seed_from_u64(seed ^ 0xe1ec_0000_0000_0007);
     let mut watch = Watch::default();
     let mut failures = Vec::new();
     let mut next_check = 1_000_000u64;
@@ -358,7 +371,17 @@ pub fn run(opts: &Options) -> RunResult {
             r.drain_disk_log(now);
         }
         if opts.cluster {
-            watch.observe(&rigs, sim.elapsed().as_micros() as u64);
+            let at_now = sim.elapsed().as_micros() as u64;
+            for k in watch.observe(&rigs, at_now) {
+                // Election-time crashes: a member that just took part in an election is killed
+                // and restarted at once, now and then (a vote must survive that).
+                if at_now < end && rigs[k].node_up && election_crashes.gen_ratio(1, 4) {
+                    rigs[k].note(at_now, "killed during an election");
+                    rigs[k].crash(&mut sim, at_now, false, false);
+                    let back = at_now + election_crashes.gen_range(5_000..300_000);
+                    at(&mut queue, back, Item::Node(k, Action::Restart));
+                }
+            }
         }
         if crate::panics::seen() > 0 {
             break;
@@ -381,7 +404,7 @@ pub fn run(opts: &Options) -> RunResult {
                 failures.push(format!("the simulation stopped while the cluster settled: {e}"));
                 break;
             }
-            watch.observe(&rigs, sim.elapsed().as_micros() as u64);
+            let _ = watch.observe(&rigs, sim.elapsed().as_micros() as u64);
         }
         logs = rigs.iter().filter_map(committed_log).collect();
     }
@@ -423,7 +446,7 @@ pub fn run(opts: &Options) -> RunResult {
             // final reads only when every member did (a member whose index was destroyed may be elected
             // and then rightly refuse to serve).
             let destroyed = rigs.iter().filter(|r| r.plan.destructive()).count();
-            let electable = voters >= nodes / 2 + 1;
+            let electable = voters > nodes / 2; // a quorum
             let report =
                 crate::checker::check(&history, &finals, r.workload.streams, destroyed == 0, opts.budget);
             failures.extend(report.failures);
@@ -504,7 +527,10 @@ struct Watch {
 }
 
 impl Watch {
-    fn observe(&mut self, rigs: &[Rig], at: u64) {
+    /// Records what changed; returns the members whose term rose while they were not leading
+    /// (they just voted, or heard of an election).
+    fn observe(&mut self, rigs: &[Rig], at: u64) -> Vec<usize> {
+        let mut electing = Vec::new();
         for (k, r) in rigs.iter().enumerate() {
             let Some(node) = r.shared.node.borrow().clone() else { continue };
             let Some(cluster) = node.cluster() else { continue };
@@ -515,6 +541,9 @@ impl Watch {
             let before = self.last.insert(k, now);
             if before == Some(now) {
                 continue;
+            }
+            if !leading && before.is_some_and(|(_, _, t, _, _)| t < st.term) {
+                electing.push(k);
             }
             if before.is_none_or(|(_, l, t, _, _)| (l, t) != (leading, st.term)) {
                 r.shared.note(at, "sim", format!("{} {} in term {}", r.name, st.state.name(), st.term));
@@ -533,6 +562,7 @@ impl Watch {
                 commit: now.4,
             });
         }
+        electing
     }
 
     /// Whether a leader exists and every running member published as far as it.

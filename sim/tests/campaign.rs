@@ -10,7 +10,7 @@
 //! `cargo test --features sim` runs a smaller campaign of other seeds (`tests/sim_seeds.rs`).
 
 use annal::buggify::Bug;
-use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus};
+use annal_sim::campaign::{bug_seeds, corpus_options, meta, run_and_report, show, with_corpus};
 use annal_sim::Options;
 
 #[test]
@@ -58,12 +58,12 @@ fn determinism_canary() {
 fn every_bug_switch_is_caught_by_its_seed() {
     let table = bug_seeds();
     for b in Bug::ALL {
-        assert!(table.iter().any(|(x, _, _)| *x == b), "corpus/bugs.txt has no seed for {}", b.name());
+        assert!(table.iter().any(|(x, ..)| *x == b), "corpus/bugs.txt has no seed for {}", b.name());
     }
-    for (bug, seed, what) in table {
-        let clean = annal_sim::run(&Options::quick(seed));
+    for (bug, seed, cluster, what) in table {
+        let clean = annal_sim::run(&corpus_options(seed, cluster));
         assert!(clean.passed(), "seed {seed} fails without a bug:\n{}", clean.report());
-        let r = annal_sim::run(&Options { bugs: vec![bug], ..Options::quick(seed) });
+        let r = annal_sim::run(&Options { bugs: vec![bug], ..corpus_options(seed, cluster) });
         assert!(!r.passed(), "bug {} is no longer caught by seed {seed} ({what})", bug.name());
         println!("bug {} caught by seed {seed}: {}", bug.name(), r.failures[0].lines().next().unwrap_or(""));
     }

@@ -469,7 +469,14 @@ impl Cluster {
                         Some(Input::Shipped { to, subscription, end })
                     }
                     Err(e) => {
-                        tracing::error!(to = %to, from, error = %e, "cannot read records to ship");
+                        tracing::error!(to = %to, from, error = %e, "cannot read records to ship; retrying");
+                        // Nothing was shipped: the core tries again after a pause (a read error
+                        // may pass; without this report it would wait for this shipment forever).
+                        let (me, pause) = (self.clone(), RECONNECT_DELAY);
+                        self.env.rt.spawn(Box::pin(async move {
+                            me.env.rt.sleep(pause).await;
+                            let _ = me.inbox.send(Input::Shipped { to, subscription, end: from });
+                        }));
                         None
                     }
                 }

@@ -1,7 +1,7 @@
-//! One leader per term: **at most one node is `Master` in any term (epoch number)**. The
-//! harness observes every cluster member's state and term after each simulation step
-//! ([`Observation`]); two different nodes seen as `Master` with the same term is a split brain:
-//! both could acknowledge writes the other never sees.
+//! One leader per term: **at most one node is elected in any term (epoch number)**. The harness
+//! observes every cluster member's state and term after each simulation step ([`Observation`]);
+//! two different nodes seen leading (`PreMaster`: elected, committing its term's epoch record, or
+//! `Master`) with the same term is a split brain: both could write records the other never sees.
 //!
 //! A vote that is not durable (a node that votes, loses the vote in a power loss, and votes again
 //! in the same term for another candidate) is the classic way to break this.
@@ -13,7 +13,7 @@ use super::Observation;
 /// The violations in `seen` (one per term with more than one leader).
 pub fn check(seen: &[Observation]) -> Vec<String> {
     let mut leaders: BTreeMap<u64, BTreeMap<&str, u64>> = BTreeMap::new();
-    for o in seen.iter().filter(|o| o.master) {
+    for o in seen.iter().filter(|o| o.leading) {
         leaders.entry(o.term).or_default().entry(o.node.as_str()).or_insert(o.at);
     }
     leaders

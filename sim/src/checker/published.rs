@@ -17,10 +17,19 @@ pub fn check(seen: &[Observation]) -> Vec<String> {
     let mut committed = 0u64;
     let mut reported: Vec<&str> = Vec::new();
     let mut failures = Vec::new();
+    let mut was_leading: Vec<&str> = Vec::new();
     for o in seen {
+        // A leader that committed and stepped down between two observations is seen only after:
+        // its core's commit is still the one it reached as leader.
+        let stepped_down = !o.leading && was_leading.contains(&o.node.as_str());
+        was_leading.retain(|n| *n != o.node);
         if o.leading {
+            was_leading.push(&o.node);
+        }
+        if o.leading || stepped_down {
             committed = committed.max(o.commit);
-        } else if o.published > committed && !reported.contains(&o.node.as_str()) {
+        }
+        if !o.leading && o.published > committed && !reported.contains(&o.node.as_str()) {
             reported.push(&o.node);
             failures.push(format!(
                 "uncommitted records published: at {:.3} s {} (not leading, term {}) publishes up to log \
