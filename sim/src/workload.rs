@@ -187,6 +187,8 @@ fn request(
 
 fn build(node: &str, stream: &str, kind: &OpKind, cluster: bool) -> http::Request<Full<Bytes>> {
     let mut req = build_plain(node, stream, kind);
+    // Reads ask for the leader, so they are linearizable; writes on a follower are forwarded to it
+    // (a `307` is still followed, for a leader that redirects).
     if cluster && !kind.is_write() {
         req.headers_mut().insert("es-requiremaster", http::HeaderValue::from_static("True"));
     }
@@ -288,12 +290,10 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
         (OpKind::Append { .. } | OpKind::Delete { .. }, 410) => Outcome::Deleted,
         (OpKind::Delete { .. }, 204) => Outcome::DeleteDone,
         // The node's contract: "read-only after a storage failure" is answered before anything of
-        // the write is staged, so the write certainly did not happen (the checker relies on it);
-        // so is a cluster node's "Server Is Not Ready" (no leader known, not elected yet, no users
-        // yet, or not the leader when the write's turn came: nothing staged).
-        (OpKind::Append { .. } | OpKind::Delete { .. }, 503)
-            if resp.reason.starts_with("Read-only") || resp.reason == "Server Is Not Ready" =>
-        {
+        // the write is staged, so the write certainly did not happen (the checker relies on it).
+        // A cluster node's "Server Is Not Ready" is taken as unknown: a forwarded write whose
+        // relay failed is answered so although the leader may have written it.
+        (OpKind::Append { .. } | OpKind::Delete { .. }, 503) if resp.reason.starts_with("Read-only") => {
             Outcome::Refused(format!("{} {}", resp.status, text()))
         }
         (OpKind::Append { .. } | OpKind::Delete { .. }, 408 | 500..=599) => {
