@@ -57,6 +57,14 @@ impl Client {
         Client { host: host.to_owned(), port, timeout, conn: None, target: None }
     }
 
+    /// Where requests go: the home node's name, or the address of a redirect's target.
+    pub fn target(&self) -> String {
+        match self.target {
+            Some(a) => a.to_string(),
+            None => self.host.clone(),
+        }
+    }
+
     /// Sends the next requests to `addr` (a redirect's target), or to the home node (`None`);
     /// the kept-alive connection is dropped when the target changes.
     pub fn retarget(&mut self, addr: Option<std::net::SocketAddr>) {

@@ -330,6 +330,7 @@ async fn run_op(
     let stream = stream_name(s);
     let id = shared.history.borrow_mut().invoke(st.me, &stream, kind.clone(), now_us());
     let mut r = st.http.send(build(&cfg.node, &stream, &kind, cfg.cluster)).await;
+    let mut served_by = st.http.target();
     let mut hops = 0;
     while let Ok(resp) = &r {
         let to = (resp.status == 307).then(|| resp.header("location").and_then(redirect_target)).flatten();
@@ -337,6 +338,7 @@ async fn run_op(
         hops += 1;
         st.http.retarget(Some(to));
         r = st.http.send(build(&cfg.node, &stream, &kind, cfg.cluster)).await;
+        served_by = st.http.target();
     }
     if !matches!(&r, Ok(resp) if resp.status < 500) {
         // The node it went to may no longer lead, or be down: a cluster client starts the next
@@ -364,7 +366,12 @@ async fn run_op(
         _ => {}
     }
     let at = now_us();
-    shared.note(at, &format!("c{}", st.me), format!("#{id} {stream} {kind} -> {out}"));
+    if cfg.cluster {
+        // Which member answered (a cluster run's trace; single-node traces stay as they were).
+        shared.note(at, &format!("c{}", st.me), format!("#{id} {stream} {kind} -> {out} (by {served_by})"));
+    } else {
+        shared.note(at, &format!("c{}", st.me), format!("#{id} {stream} {kind} -> {out}"));
+    }
     shared.history.borrow_mut().complete(id, out.clone(), at);
     shared.ops_done.set(shared.ops_done.get() + 1);
     (id, out)
