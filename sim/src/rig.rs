@@ -328,7 +328,12 @@ impl Rig {
             sim.crash(self.name.as_str());
             self.node_up = false;
             *self.shared.node.borrow_mut() = None;
-            self.shared.history.borrow_mut().restart(now);
+            // A cluster member's crash makes no client forget: the leader that answers keeps its
+            // memory, and a new leader (which remembers no recent ids) is recorded as a restart
+            // when it takes its term (see the scenario's observer).
+            if self.membership.is_none() {
+                self.shared.history.borrow_mut().restart(now);
+            }
         }
         if power_loss {
             if torn {

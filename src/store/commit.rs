@@ -395,10 +395,13 @@ impl Store {
             }
             Err(e) => {
                 // Nothing of this group is acknowledged. A rejection stays one only when nothing
-                // was staged before it: one decided against the group's own staged writes (a wrong
+                // was staged before it (and nothing waits for a quorum): one decided against the group's own staged writes (a wrong
                 // expected version whose current version counts them, a stream they deleted) is
                 // no longer true once they are not written, so it becomes the group's error.
-                let mut wrote = false;
+                // On a cluster's leader with groups waiting for their quorum, a rejection may rest
+                // on their writes (not committed yet): it becomes the group's error too, rather
+                // than leave before the writes it counted.
+                let mut wrote = self.cfg.replicated && self.holding();
                 for r in staged.results.into_iter().flatten() {
                     out.push(match r {
                         Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
