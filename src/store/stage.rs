@@ -32,6 +32,9 @@ pub(super) struct Staged {
 struct GroupFacts<'s> {
     store: &'s Store,
     overlay: &'s BTreeMap<String, StreamState>,
+    /// Event ids the group's earlier operations wrote: a retry in the same group as its original
+    /// is idempotent too.
+    group_recent: &'s [([u8; 16], Arc<str>, i64)],
 }
 
 impl engine::Facts for GroupFacts<'_> {
@@ -62,6 +65,9 @@ impl engine::Facts for GroupFacts<'_> {
     }
 
     fn recent(&self, stream: &str, id: &[u8; 16]) -> Option<i64> {
+        if let Some((_, _, n)) = self.group_recent.iter().rev().find(|(i, s, _)| i == id && **s == *stream) {
+            return Some(*n);
+        }
         if self.store.cfg.replicated {
             if let Some(n) = self.store.awaited_id(stream, id) {
                 return Some(n);
@@ -88,7 +94,7 @@ impl Store {
         now: i64,
         staged: &mut Staged,
     ) -> Result<(WriteResult, bool), WriteError> {
-        let mut facts = GroupFacts { store: self, overlay };
+        let mut facts = GroupFacts { store: self, overlay, group_recent: &staged.recent };
         let plan = match op {
             WriteOp::Append { stream, expected, events } => {
                 let limits = engine::Limits {
