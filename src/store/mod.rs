@@ -44,7 +44,7 @@ use self::commit::Queue;
 use self::engine::StreamState;
 use crate::env::{Env, Watermark};
 use crate::index::{Index, IndexConfig};
-use crate::log::record::{self, EpochRecord, Record};
+use crate::log::record::{EpochRecord, Record};
 use crate::log::{Log, LogConfig, LogWriter, RecoveryReport};
 
 pub use engine::{ANY, NO_STREAM, STREAM_EXISTS};
@@ -173,9 +173,7 @@ impl Store {
     /// Writes and commits an epoch record led by `leader_id` (the start of a leadership term),
     /// numbered after the last one, and points `epoch.chk` at it. Returns the record.
     pub fn start_epoch(&self, leader_id: [u8; 16]) -> Result<EpochRecord, StorageError> {
-        let mut w = lock(&self.writer);
-        let cps = &self.log.checkpoints;
-        let prev = cps.epoch.read();
+        let prev = self.log.checkpoints.epoch.read();
         let number = if prev >= 0 {
             match self.log.read(prev as u64)? {
                 Record::Epoch(e) => e.epoch_number + 1,
@@ -184,23 +182,9 @@ impl Store {
         } else {
             0
         };
-        let rec = EpochRecord {
-            log_position: 0,
-            epoch_number: number,
-            epoch_id: *self.env.new_uuid().as_bytes(),
-            prev_epoch_position: prev,
-            timestamp_us: self.env.clock.wall_micros(),
-            leader_id,
-        };
-        let mut probe = Vec::new();
-        record::encode_epoch(&rec, &mut probe);
-        let pos = w.append(probe.len() as u64, |pos, out| {
-            record::encode_epoch(&EpochRecord { log_position: pos, ..rec.clone() }, out)
-        })?;
-        let end = w.flush()?;
-        cps.epoch.write_durable(pos as i64).map_err(|e| StorageError::Io(e.to_string()))?;
+        let (rec, end) = self.write_epoch(number as u64, leader_id)?;
         self.apply_committed(Committed::from_records(&self.index, &[], end));
-        Ok(EpochRecord { log_position: pos, ..rec })
+        Ok(rec)
     }
 
     /// The durable end of the log, raised after every flush (a cluster's shell waits on it).
