@@ -33,7 +33,9 @@ fn leader() -> Arc<Store> {
     c.replicated = true;
     c.commit_timeout = Duration::from_secs(3600);
     let store = Store::recover(&env(), c).unwrap();
+    // The term's epoch record, committed (as a quorum's acknowledgement would), then writes.
     store.write_epoch(1, [1; 16]).unwrap();
+    store.release(store.log().durable()).unwrap();
     store.set_leading(true);
     store
 }
