@@ -468,6 +468,13 @@ impl Cluster {
                         }
                         Some(Input::Shipped { to, subscription, end })
                     }
+                    Err(e @ crate::log::LogError::Corrupt { .. }) => {
+                        // A leader whose own log is damaged below its end cannot bring anyone up
+                        // to date (its log only looked longest): it stops taking part, so the
+                        // others elect a member that can, instead of waiting on it for good.
+                        self.fatal(format!("cannot ship records from {from}: {e}"));
+                        None
+                    }
                     Err(e) => {
                         tracing::error!(to = %to, from, error = %e, "cannot read records to ship; retrying");
                         // Nothing was shipped: the core tries again after a pause (a read error

@@ -211,10 +211,21 @@ fn parse_complete(raw: &[u8]) -> Option<Reply> {
     Some(reply)
 }
 
-/// The answer of a cluster node that refused a request's credentials while it has no users at all
-/// (they reach a member when it replicates them from a leader): `503`, since it cannot tell.
+/// The answer of a cluster node that refused a request's credentials while it cannot tell whether
+/// they are wrong: it has no users at all, or it is not caught up with a leader (users and their
+/// changes reach a member when it replicates them): `503`, not `401`.
 pub fn without_users(api: &Api) -> Option<Reply> {
-    api.node.cluster()?;
+    let cluster = api.node.cluster()?;
+    let behind = matches!(
+        cluster.status().state,
+        VNodeState::Initializing
+            | VNodeState::Unknown
+            | VNodeState::PreReplica
+            | VNodeState::CatchingUp
+            | VNodeState::ReadOnlyLeaderless
+            | VNodeState::PreReadOnlyReplica
+            | VNodeState::PreMaster
+    );
     let users = api.node.store().stream_state(crate::auth::USERS_STREAM).ok()?;
-    (users.last < 0).then(|| Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"))
+    (behind || users.last < 0).then(|| Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"))
 }
