@@ -73,6 +73,7 @@ impl HttpScavenge {
         };
         let sleep = self.env.rt.sleep(self.timeout);
         tokio::select! {
+            biased;
             r = fut => r,
             () = sleep => Err(BackupError::Scavenge(format!("the node at {} did not answer {method} {path} in time", self.addr))),
         }

@@ -31,6 +31,7 @@ pub fn start(node: Arc<Node>) -> std::io::Result<()> {
     tokio::spawn(async move {
         loop {
             tokio::select! {
+                biased;
                 _ = shutdown.wait_for(|s| *s) => break,
                 r = listener.accept() => match r {
                     Ok((conn, _)) => { tokio::spawn(serve(node.clone(), conn)); }
