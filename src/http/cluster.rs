@@ -73,7 +73,7 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     match st.state {
         // A leader whose store could not publish all it committed (a read error while
         // releasing) would answer from a state missing committed records: not ready.
-        VNodeState::Master if api.node.store().log().committed() < st.committed => return not_ready(),
+        VNodeState::Master if !api.node.store().published_all() => return not_ready(),
         // A leader whose lease ran out may have been replaced without knowing it yet: it
         // serves nothing until it hears from a quorum again (or steps down).
         VNodeState::Master if st.lease_until.is_some_and(|t| t > api.node.env().clock.monotonic()) => {

@@ -105,9 +105,11 @@ impl Store {
     /// event number a committed record already has.
     /// (Groups waiting for their quorum are accounted for: later groups are decided against
     /// their states; what must be published is everything before the first of them.)
-    pub(super) fn published_all(&self) -> bool {
+    pub fn published_all(&self) -> bool {
         let before = lock(&self.gate).awaiting.front().map(|a| a.start);
-        self.log().committed() >= before.unwrap_or_else(|| self.log().durable())
+        // The durable watermark, not the log's durable end: a group is queued to wait before the
+        // watermark moves past it, so a flushed group about to wait does not count as unpublished.
+        self.log().committed() >= before.unwrap_or_else(|| self.durable.get())
     }
 
     /// Whether this cluster node currently takes writes.
@@ -318,7 +320,10 @@ impl Store {
             match next {
                 Some((start, end)) if end <= upto => {
                     self.publish_records(start)?;
-                    let Some(a) = lock(&self.gate).awaiting.pop_front() else { continue };
+                    // The group leaves the queue and becomes visible in one step (under the gate's
+                    // lock): whoever looks finds it waiting or published, never neither.
+                    let mut gate = lock(&self.gate);
+                    let Some(a) = gate.awaiting.pop_front() else { continue };
                     let results: Vec<_> = a
                         .answers
                         .into_iter()
@@ -333,6 +338,7 @@ impl Store {
                         })
                         .collect();
                     self.apply_committed(Committed::staged(a.end, a.staged, a.overlay));
+                    drop(gate);
                     for (w, r) in results {
                         w.done(r);
                     }
