@@ -356,14 +356,13 @@ impl Cluster {
                 }
                 was = state;
             }
+            // The members' views are built once per input (this runs for every message).
+            let members = core.gossip_members();
             let leader_http = core.leader().and_then(|l| {
                 if l == core.settings().me {
                     core.settings().http
                 } else {
-                    core.gossip_members()
-                        .into_iter()
-                        .find(|(id, _, _)| *id == l)
-                        .and_then(|(_, v, _)| v?.http)
+                    members.iter().find(|(id, _, _)| *id == l).and_then(|(_, v, _)| v.as_ref()?.http)
                 }
             });
             let mut st = lock(&self.status);
@@ -371,7 +370,7 @@ impl Cluster {
             st.term = core.term();
             st.committed = core.committed();
             st.leader_http = leader_http;
-            st.members = core.gossip_members();
+            st.members = members;
             st.lease_until = core.lease_until();
         }
     }
