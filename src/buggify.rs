@@ -63,11 +63,15 @@ pub enum Bug {
     KeepDivergentTail,
     /// A follower publishes (serves) everything it holds durably, committed or not.
     FollowerPublishesUncommitted,
+    /// The new-cluster exception of the fresh-node voting rule is lost: a node whose database
+    /// was created empty votes only after it has followed a leader, so a cluster whose members
+    /// all start empty never elects anyone.
+    NewClusterNeverVotes,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -79,6 +83,7 @@ impl Bug {
         Bug::VoteNotDurable,
         Bug::KeepDivergentTail,
         Bug::FollowerPublishesUncommitted,
+        Bug::NewClusterNeverVotes,
     ];
 
     /// The switch's command-line name.
@@ -95,6 +100,7 @@ impl Bug {
             Bug::VoteNotDurable => "vote-not-durable",
             Bug::KeepDivergentTail => "keep-divergent-tail",
             Bug::FollowerPublishesUncommitted => "follower-publishes-uncommitted",
+            Bug::NewClusterNeverVotes => "new-cluster-never-votes",
         }
     }
 

@@ -1,5 +1,5 @@
 //! Model checking the cluster core (`src/cluster/core.rs`) with `stateright`: three real `Core`s
-//! (not a copy of their logic) over a network that loses, reorders and delays messages, with
+//! (not a copy of their logic) over a network that loses, reorders, delays and duplicates messages, with
 //! crashes that keep only what was made durable, election timeouts at any moment and client writes
 //! on whoever leads. Every reachable state within the bounds is explored.
 //!
@@ -107,11 +107,14 @@ struct Budget {
     crashes: u8,
     timeouts: u8,
     beats: u8,
+    /// Messages delivered twice (the copy stays in flight).
+    dups: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Action {
     Deliver(usize),
+    Duplicate(usize),
     Timeout(usize),
     Heartbeat(usize),
     Write(usize),
@@ -276,6 +279,9 @@ impl Model for ClusterModel {
             }
             if s.nodes[*to].up {
                 actions.push(Action::Deliver(k));
+                if s.budget.dups > 0 {
+                    actions.push(Action::Duplicate(k));
+                }
             }
         }
         for (i, n) in s.nodes.iter().enumerate() {
@@ -303,6 +309,11 @@ impl Model for ClusterModel {
         match action {
             Action::Deliver(k) => {
                 let (to, env) = s.net.remove(k);
+                self.run(&mut s, to, Input::Message(env));
+            }
+            Action::Duplicate(k) => {
+                s.budget.dups -= 1;
+                let (to, env) = s.net[k].clone();
                 self.run(&mut s, to, Input::Message(env));
             }
             Action::Timeout(i) => {
@@ -383,7 +394,7 @@ fn check(budget: Budget, bugs: Vec<Bug>, search: Search, states: usize) -> Box<d
 }
 
 fn small() -> Budget {
-    Budget { writes: 2, crashes: 1, timeouts: 3, beats: 1 }
+    Budget { writes: 2, crashes: 1, timeouts: 3, beats: 1, dups: 1 }
 }
 
 fn assert_safe(c: &dyn Checker<ClusterModel>, what: &str) {
@@ -401,7 +412,8 @@ fn assert_safe(c: &dyn Checker<ClusterModel>, what: &str) {
 }
 
 /// Losing a message is never delivering it, and the searches include every such state; any
-/// message in flight may be delivered next, which reorders and delays them.
+/// message in flight may be delivered next, which reorders and delays them; one may be delivered
+/// twice (a duplicate).
 #[test]
 fn bounded_three_nodes_are_safe() {
     let states = env_usize("ANNAL_MODEL_STATES", 300_000);
@@ -421,7 +433,7 @@ fn bounded_three_nodes_are_safe() {
 fn deep() {
     let depth = env_usize("ANNAL_MODEL_DEPTH", 14);
     let states = env_usize("ANNAL_MODEL_STATES", 50_000_000);
-    let budget = Budget { writes: 2, crashes: 2, timeouts: 4, beats: 2 };
+    let budget = Budget { writes: 2, crashes: 2, timeouts: 4, beats: 2, dups: 2 };
     assert_safe(&*check(budget.clone(), Vec::new(), Search::Breadth(depth), states), "breadth-first");
     for seed in 0..64 {
         let c = check(budget.clone(), Vec::new(), Search::Walks(seed), states / 64);
@@ -440,7 +452,7 @@ fn a_vote_not_made_durable_is_caught() {
     caught(
         Bug::VoteNotDurable,
         "one leader per term",
-        Budget { writes: 0, crashes: 1, timeouts: 2, beats: 0 },
+        Budget { writes: 0, crashes: 1, timeouts: 2, beats: 0, dups: 0 },
         Search::Breadth(30),
     );
 }
@@ -450,7 +462,7 @@ fn acknowledging_before_a_quorum_is_caught() {
     caught(
         Bug::AckBeforeQuorum,
         "committed records are never lost or changed",
-        Budget { writes: 1, crashes: 0, timeouts: 3, beats: 0 },
+        Budget { writes: 1, crashes: 0, timeouts: 3, beats: 0, dups: 0 },
         Search::Breadth(30),
     );
 }
@@ -460,7 +472,7 @@ fn a_kept_divergent_tail_is_caught() {
     caught(
         Bug::KeepDivergentTail,
         "committed records are never lost or changed",
-        Budget { writes: 2, crashes: 1, timeouts: 4, beats: 1 },
+        Budget { writes: 2, crashes: 1, timeouts: 4, beats: 1, dups: 0 },
         Search::Walks(1),
     );
 }
@@ -470,7 +482,7 @@ fn a_follower_publishing_uncommitted_records_is_caught() {
     caught(
         Bug::FollowerPublishesUncommitted,
         "committed records are never lost or changed",
-        Budget { writes: 1, crashes: 0, timeouts: 1, beats: 0 },
+        Budget { writes: 1, crashes: 0, timeouts: 1, beats: 0, dups: 0 },
         Search::Breadth(30),
     );
 }

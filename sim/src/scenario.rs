@@ -410,15 +410,17 @@ pub fn run(opts: &Options) -> RunResult {
     }
     // Members that may vote at the end: intact ones, except those that never voted nor received a
     // record (to the protocol they look wiped, and a wiped member votes only after it has
-    // followed a leader, so they cannot help elect the first one).
-    let voters = rigs[..nodes]
-        .iter()
-        .filter(|r| !r.plan.destructive())
-        .filter(|r| match r.shared.node.borrow().as_ref() {
-            Some(n) => n.store().log().durable() > 0 || n.store().log().checkpoints.proposal.read() > 0,
-            None => true,
-        })
-        .count();
+    // followed a leader, so they cannot help elect the first one) — unless every member looks
+    // so: that is a new cluster, whose members vote for each other.
+    // (A member that is not running counts as a voter that kept its data, unless it is a new
+    // cluster's: then only the running members are asked whether they are all empty.)
+    let used = |r: &&crate::rig::Rig| match r.shared.node.borrow().as_ref() {
+        Some(n) => n.store().log().durable() > 0 || n.store().log().checkpoints.proposal.read() > 0,
+        None => true,
+    };
+    let new_cluster = !rigs[..nodes].iter().filter(|r| r.shared.node.borrow().is_some()).any(|r| used(&r));
+    let voters =
+        rigs[..nodes].iter().filter(|r| !r.plan.destructive()).filter(|r| new_cluster || used(r)).count();
     let sim_time = sim.elapsed();
     drop(sim);
     let mut panicked = crate::checker::no_panic::check(&crate::panics::end());

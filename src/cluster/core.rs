@@ -734,6 +734,10 @@ impl Core {
         if self.has_followed {
             return true;
         }
+        // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+        if crate::buggify::bug(crate::buggify::Bug::NewClusterNeverVotes) {
+            return false;
+        }
         let heard: Vec<&MemberView> = self.known.values().map(|(v, _)| v).filter(|v| !v.read_only).collect();
         heard.len() + 1 >= self.settings.quorum() && heard.iter().all(|v| v.epoch.is_none() && v.durable == 0)
     }

@@ -267,6 +267,11 @@ impl Cluster {
                 if conn.write_all(&frame).await.is_err() {
                     break;
                 }
+                // The simulator may send a frame twice, as a retransmitting network could: the
+                // protocol takes duplicates (stale positions and subscriptions are ignored).
+                if crate::buggify!() && conn.write_all(&frame).await.is_err() {
+                    break;
+                }
                 // Send what queued meanwhile in the same flush.
                 let mut failed = false;
                 while let Ok(more) = rx.try_recv() {
