@@ -245,9 +245,30 @@ fn three_nodes_replicate_fail_over_and_rejoin() {
         });
     }
 
+    // An operator makes the leader resign: it hands over to a follower, which takes writes at
+    // once; a follower cannot resign.
+    let r = request(procs[follower].http, "POST", "/admin/node/resign", &[], "").unwrap();
+    assert_eq!(r.status, 400, "a follower resigning: {}", r.headers);
+    let r = request(procs[leader].http, "POST", "/admin/node/resign", &[], "").unwrap();
+    assert_eq!(r.status, 200);
+    let resigned = Instant::now();
+    let successor = wait("a new leader after the resignation", Duration::from_secs(20), || {
+        let m = master(&procs);
+        (m != leader).then_some(m)
+    });
+    assert_eq!(append(procs[successor].http, "orders", 21), Some(201));
+    println!("resignation: a write acknowledged by the successor {:?} after the request", resigned.elapsed());
+    wait("the resigned leader following", Duration::from_secs(20), || {
+        matches!(state(procs[leader].http).as_deref(), Some("slave")).then_some(())
+    });
+    for p in &procs {
+        assert_eq!(until_count(p.http, "orders", 22).len(), 22);
+    }
+    let leader = successor;
+
     // kill -9 the leader during appends: everything acknowledged survives on the new leader.
-    let mut acked = 21;
-    for n in 21..30 {
+    let mut acked = 22;
+    for n in 22..30 {
         if append(procs[leader].http, "orders", n) == Some(201) {
             acked += 1;
         }

@@ -1,7 +1,7 @@
 //! Model checking the cluster core (`src/cluster/core.rs`) with `stateright`: three real `Core`s
 //! (not a copy of their logic) over a network that loses, reorders, delays and duplicates messages, with
-//! crashes that keep only what was made durable, election timeouts at any moment and client writes
-//! on whoever leads. Every reachable state within the bounds is explored.
+//! crashes that keep only what was made durable, election timeouts at any moment, client writes
+//! on whoever leads and a leader asked to resign. Every reachable state within the bounds is explored.
 //!
 //! Properties:
 //! - at most one leader per term (epoch number);
@@ -109,6 +109,8 @@ struct Budget {
     beats: u8,
     /// Messages delivered twice (the copy stays in flight).
     dups: u8,
+    /// Leaders asked to resign.
+    resigns: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -119,6 +121,7 @@ enum Action {
     Heartbeat(usize),
     Write(usize),
     Crash(usize),
+    Resign(usize),
 }
 
 struct ClusterModel {
@@ -297,6 +300,9 @@ impl Model for ClusterModel {
             if n.core.is_master() && s.budget.writes > 0 {
                 actions.push(Action::Write(i));
             }
+            if n.core.is_leader() && s.budget.resigns > 0 {
+                actions.push(Action::Resign(i));
+            }
             if s.budget.crashes > 0 {
                 actions.push(Action::Crash(i));
             }
@@ -332,6 +338,10 @@ impl Model for ClusterModel {
                 node.log.extend_from_slice(&[term, seq]);
                 let end = node.log.len() as u64;
                 self.run(&mut s, i, Input::Durable { end, epochs: Vec::new() });
+            }
+            Action::Resign(i) => {
+                s.budget.resigns -= 1;
+                self.run(&mut s, i, Input::Resign);
             }
             Action::Crash(i) => {
                 s.budget.crashes -= 1;
@@ -394,7 +404,7 @@ fn check(budget: Budget, bugs: Vec<Bug>, search: Search, states: usize) -> Box<d
 }
 
 fn small() -> Budget {
-    Budget { writes: 2, crashes: 1, timeouts: 3, beats: 1, dups: 1 }
+    Budget { writes: 2, crashes: 1, timeouts: 3, beats: 1, dups: 1, resigns: 1 }
 }
 
 fn assert_safe(c: &dyn Checker<ClusterModel>, what: &str) {
@@ -417,15 +427,19 @@ fn assert_safe(c: &dyn Checker<ClusterModel>, what: &str) {
 #[test]
 fn bounded_three_nodes_are_safe() {
     let states = env_usize("ANNAL_MODEL_STATES", 300_000);
+    let committed = |c: &dyn Checker<ClusterModel>| c.discovery("a client write is committed").is_some();
     let c = check(small(), Vec::new(), Search::Breadth(env_usize("ANNAL_MODEL_DEPTH", 9)), states);
     assert_safe(&*c, "breadth-first");
+    let mut reached = committed(&*c);
     let c = check(small(), Vec::new(), Search::Depth(40), states);
     assert_safe(&*c, "depth-first");
-    assert!(c.discovery("a client write is committed").is_some(), "the search reaches a committed write");
+    reached |= committed(&*c);
     for seed in 0..4 {
         let c = check(small(), Vec::new(), Search::Walks(seed), states / 4);
         assert_safe(&*c, &format!("random walks, seed {seed}"));
+        reached |= committed(&*c);
     }
+    assert!(reached, "the searches reach a committed write");
 }
 
 #[test]
@@ -433,7 +447,7 @@ fn bounded_three_nodes_are_safe() {
 fn deep() {
     let depth = env_usize("ANNAL_MODEL_DEPTH", 14);
     let states = env_usize("ANNAL_MODEL_STATES", 50_000_000);
-    let budget = Budget { writes: 2, crashes: 2, timeouts: 4, beats: 2, dups: 2 };
+    let budget = Budget { writes: 2, crashes: 2, timeouts: 4, beats: 2, dups: 2, resigns: 1 };
     assert_safe(&*check(budget.clone(), Vec::new(), Search::Breadth(depth), states), "breadth-first");
     for seed in 0..64 {
         let c = check(budget.clone(), Vec::new(), Search::Walks(seed), states / 64);
@@ -452,7 +466,7 @@ fn a_vote_not_made_durable_is_caught() {
     caught(
         Bug::VoteNotDurable,
         "one leader per term",
-        Budget { writes: 0, crashes: 1, timeouts: 2, beats: 0, dups: 0 },
+        Budget { writes: 0, crashes: 1, timeouts: 2, beats: 0, dups: 0, resigns: 0 },
         Search::Breadth(30),
     );
 }
@@ -462,7 +476,7 @@ fn acknowledging_before_a_quorum_is_caught() {
     caught(
         Bug::AckBeforeQuorum,
         "committed records are never lost or changed",
-        Budget { writes: 1, crashes: 0, timeouts: 3, beats: 0, dups: 0 },
+        Budget { writes: 1, crashes: 0, timeouts: 3, beats: 0, dups: 0, resigns: 0 },
         Search::Breadth(30),
     );
 }
@@ -472,7 +486,7 @@ fn a_kept_divergent_tail_is_caught() {
     caught(
         Bug::KeepDivergentTail,
         "committed records are never lost or changed",
-        Budget { writes: 2, crashes: 1, timeouts: 4, beats: 1, dups: 0 },
+        Budget { writes: 2, crashes: 1, timeouts: 4, beats: 1, dups: 0, resigns: 0 },
         Search::Walks(1),
     );
 }
@@ -482,7 +496,7 @@ fn a_follower_publishing_uncommitted_records_is_caught() {
     caught(
         Bug::FollowerPublishesUncommitted,
         "committed records are never lost or changed",
-        Budget { writes: 1, crashes: 0, timeouts: 1, beats: 0, dups: 0 },
+        Budget { writes: 1, crashes: 0, timeouts: 1, beats: 0, dups: 0, resigns: 0 },
         Search::Breadth(30),
     );
 }

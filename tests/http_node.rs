@@ -61,6 +61,25 @@ async fn gossip_and_stats() {
     assert_eq!(m["epochNumber"], 0);
     assert_eq!(g["serverPort"], s.addr.port());
 
+    // A member's posted view is checked and answered with this node's; a malformed one is a 400.
+    let posted = serde_json::to_vec(&g).unwrap();
+    let r = s.post("/gossip", "application/json", &[], &posted).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["members"][0]["state"], "Master");
+    for (body, why) in [
+        (&b"not json"[..], "not JSON"),
+        (br#"{"members": 3}"#, "no 'members' array"),
+        (br#"{"members": [{"internalTcpIp": "x", "internalTcpPort": 1, "state": "Slave"}]}"#, "not an IP"),
+        (
+            br#"{"members": [{"internalTcpIp": "10.0.0.1", "internalTcpPort": 70000, "state": "Slave"}]}"#,
+            "out of range",
+        ),
+    ] {
+        let r = s.post("/gossip", "application/json", &[], body).await;
+        assert_eq!(r.status, 400, "{why}");
+        assert!(r.reason.contains(why), "{} does not say {why}", r.reason);
+    }
+
     let r = s.get("/stats", &[]).await;
     assert_eq!(r.header("cache-control"), Some("max-age=1, public"));
     let st = r.json();

@@ -22,6 +22,12 @@
 //!   which publish what they hold up to it.
 //! - A leader that has not heard from a quorum within the election timeout steps down; a
 //!   follower that has not heard from a leader within its (randomised) election timeout stands.
+//!   A follower that the leader's heartbeats show behind, with nothing arriving for two
+//!   heartbeats (a shipment lost with its connection), subscribes again.
+//! - A leader asked to resign ([`Input::Resign`]) is `ResigningLeader`: it takes no new requests,
+//!   lets what it wrote commit (at most one election timeout), then tells the followers
+//!   ([`Msg::Resign`]) and names its most up-to-date voter, which stands at once; the others
+//!   drop the resigned leader's lease so they can vote for it.
 //!
 //! Invariants (checked by the model checker and the simulator): at most one leader per epoch
 //! number; a committed position never moves back and every later leader's log holds the same
@@ -88,6 +94,9 @@ pub enum VNodeState {
     PreMaster,
     /// The leader.
     Master,
+    /// A leader asked to resign: it takes no new requests, lets what it wrote commit, then
+    /// hands over to the most up-to-date follower.
+    ResigningLeader,
     /// A read-only replica that knows no leader.
     ReadOnlyLeaderless,
     /// A read-only replica subscribing to the leader.
@@ -109,6 +118,7 @@ impl VNodeState {
             VNodeState::Slave => "Slave",
             VNodeState::PreMaster => "PreMaster",
             VNodeState::Master => "Master",
+            VNodeState::ResigningLeader => "ResigningLeader",
             VNodeState::ReadOnlyLeaderless => "ReadOnlyLeaderless",
             VNodeState::PreReadOnlyReplica => "PreReadOnlyReplica",
             VNodeState::ReadOnlyReplica => "ReadOnlyReplica",
@@ -231,6 +241,12 @@ pub enum Msg {
     },
     /// Who this node is and where it stands, to every member it knows, every gossip interval.
     Gossip(MemberView),
+    /// The leader resigns: followers forget its lease at once, and `successor` (the most
+    /// up-to-date follower) stands without waiting for its election timeout.
+    Resign {
+        /// Who should stand.
+        successor: Option<NodeId>,
+    },
     /// A follower's durable position.
     Ack {
         /// The subscription.
@@ -264,6 +280,10 @@ pub enum Input {
         /// Position after the record.
         end: u64,
     },
+    /// The operator asks this leader to resign (`POST /admin/node/resign`).
+    Resign,
+    /// The operator changes this node's priority (`POST /admin/node/priority/{n}`; not persisted).
+    SetPriority(i64),
     /// A [`Effect::Ship`] went out, covering records up to `end`.
     Shipped {
         /// The follower.
@@ -422,6 +442,9 @@ enum Role {
         followers: BTreeMap<NodeId, Progress>,
         /// When each member was last heard from in this term.
         heard: BTreeMap<NodeId, Duration>,
+        /// Set while resigning: the instant it hands over even if its writes are not all
+        /// committed by then.
+        resigning: Option<Duration>,
     },
 }
 
@@ -450,6 +473,8 @@ pub struct Core {
     known: BTreeMap<NodeId, (MemberView, Duration)>,
     /// The lease of the last heartbeat received (followers).
     last_lease: u64,
+    /// A follower's `written` when it last moved, and when (see [`Core::on_heartbeat`]).
+    progress: (u64, Duration),
     /// A refusal already reported, so it is not repeated every heartbeat.
     last_refusal: Option<String>,
     rng: ChaCha8Rng,
@@ -475,6 +500,7 @@ impl Core {
             next_gossip: now,
             known: BTreeMap::new(),
             last_lease: 0,
+            progress: (persisted.durable, now),
             // A vote on disk means the node was not wiped: it remembers every term it voted in,
             // even with an empty log (a member that voted but never received a record).
             has_followed: !settings.fresh || persisted.proposal > 0,
@@ -555,6 +581,7 @@ impl Core {
             Role::Follower { .. } if ro => VNodeState::PreReadOnlyReplica,
             Role::Follower { .. } => VNodeState::PreReplica,
             Role::Candidate { .. } => VNodeState::Unknown,
+            Role::Leader { resigning: Some(_), .. } => VNodeState::ResigningLeader,
             Role::Leader { epoch: Some((_, end)), .. } if self.committed >= *end => VNodeState::Master,
             Role::Leader { .. } => VNodeState::PreMaster,
         }
@@ -599,6 +626,8 @@ impl Core {
             Input::Durable { end, epochs } => self.on_durable(end, epochs, &mut out),
             Input::EpochWritten { epoch, end } => self.on_epoch_written(epoch, end, &mut out),
             Input::Shipped { to, subscription, end } => self.on_shipped(to, subscription, end, &mut out),
+            Input::Resign => self.resign(&mut out),
+            Input::SetPriority(p) => self.settings.priority = p,
         }
         out
     }
@@ -702,6 +731,7 @@ impl Core {
                 if self.now >= self.next_heartbeat {
                     self.heartbeat(out);
                 }
+                self.maybe_hand_over(out);
             }
             Role::Follower { .. } | Role::Candidate { .. } => {
                 if self.settings.read_only {
@@ -779,7 +809,8 @@ impl Core {
 
     fn become_leader(&mut self, out: &mut Vec<Effect>) {
         tracing::info!(term = self.term, "elected leader");
-        self.role = Role::Leader { epoch: None, followers: BTreeMap::new(), heard: BTreeMap::new() };
+        self.role =
+            Role::Leader { epoch: None, followers: BTreeMap::new(), heard: BTreeMap::new(), resigning: None };
         self.last_heard = self.now;
         self.has_followed = true;
         self.last_refusal = None;
@@ -850,6 +881,62 @@ impl Core {
             Msg::Gossip(view) => {
                 self.known.insert(from, (view, self.now));
             }
+            Msg::Resign { successor } => self.on_resign(from, term, successor, out),
+        }
+    }
+
+    /// Starts resigning (leaders only; elsewhere nothing happens). The leader stops taking
+    /// requests (its state says so), keeps replicating until everything it wrote is committed
+    /// or an election timeout passed, then hands over ([`Core::maybe_hand_over`]).
+    fn resign(&mut self, out: &mut Vec<Effect>) {
+        let deadline = self.now + self.settings.election_timeout;
+        let Role::Leader { resigning, .. } = &mut self.role else { return };
+        if resigning.is_none() {
+            tracing::info!(term = self.term, "resigning the leadership");
+            *resigning = Some(deadline);
+        }
+        self.maybe_hand_over(out);
+    }
+
+    /// A resigning leader whose writes are all committed (or whose time is up) tells the
+    /// followers (checked at each tick, never in the step that commits: a commit and the
+    /// hand-over are two inputs), names the most up-to-date voter as its successor and becomes a follower that
+    /// does not stand for a while, so the successor wins the election it starts at once.
+    fn maybe_hand_over(&mut self, out: &mut Vec<Effect>) {
+        let Role::Leader { resigning: Some(deadline), followers, .. } = &self.role else { return };
+        if self.committed < self.durable && self.now < *deadline {
+            return;
+        }
+        let successor = followers
+            .iter()
+            .filter(|(_, p)| p.promotable)
+            .max_by_key(|(id, p)| {
+                let priority = self.known.get(*id).map(|(v, _)| v.priority).unwrap_or(0);
+                (p.matched, priority)
+            })
+            .map(|(id, _)| *id);
+        let tell: Vec<NodeId> = followers.keys().copied().collect();
+        tracing::info!(term = self.term, successor = ?successor, "handing the leadership over");
+        for to in tell {
+            self.send(to, Msg::Resign { successor }, out);
+        }
+        self.become_follower(None);
+        // Stand only if nobody else was elected within two timeouts.
+        self.last_heard = self.now;
+        self.election_deadline = self.now + self.settings.election_timeout * 2;
+    }
+
+    fn on_resign(&mut self, from: NodeId, term: u64, successor: Option<NodeId>, out: &mut Vec<Effect>) {
+        if term != self.term || self.settings.read_only {
+            return;
+        }
+        if !matches!(self.role, Role::Follower { leader: Some(l), .. } if l == from) {
+            return;
+        }
+        // The leader gave up its lease: this node may vote at once, and stands if named.
+        self.become_follower(None);
+        if successor == Some(self.settings.me) && self.may_vote() {
+            self.stand(out);
         }
     }
 
@@ -1009,6 +1096,18 @@ impl Core {
                 self.subscribe(from, None, out);
             }
             Some((id, true)) => {
+                // A shipment lost on the way (its connection broke) leaves a gap that no later
+                // append reveals once writes stop: with the leader ahead and nothing arrived for
+                // two heartbeats, subscribe again from what is durable.
+                if self.written != self.progress.0 {
+                    self.progress = (self.written, self.now);
+                }
+                let every = self.settings.heartbeat_interval.min(self.settings.election_timeout / 4);
+                if leader_end > self.written && self.now.saturating_sub(self.progress.1) >= every * 2 {
+                    self.progress = (self.written, self.now);
+                    self.subscribe(from, None, out);
+                    return;
+                }
                 self.publish_followed(out);
                 self.send(
                     from,
@@ -1136,6 +1235,7 @@ impl Core {
             }
         }
         self.written = self.durable;
+        self.progress = (self.written, self.now);
         self.last_refusal = None;
         if let Role::Follower { subscription, .. } = &mut self.role {
             *subscription = Some((id, true));
@@ -1336,6 +1436,7 @@ type CoreKey<'a> = (
     (u64, u64, Option<NodeId>, &'a [Epoch], u64, u64, u64),
     &'a Role,
     (Duration, Duration, Duration, Duration, bool, u64),
+    (u64, Duration),
 );
 
 impl Core {
@@ -1359,6 +1460,7 @@ impl Core {
                 self.has_followed,
                 self.next_subscription,
             ),
+            self.progress,
         )
     }
 }
@@ -1517,6 +1619,60 @@ mod tests {
             let end = self.logs[i].len() as u64;
             self.input(i, Input::Durable { end, epochs: Vec::new() });
         }
+    }
+
+    #[test]
+    fn a_resigning_leader_drains_its_writes_then_hands_over() {
+        let mut net = Net::new(&[0, 0, 0]);
+        net.tick(0, ET * 2);
+        net.settle();
+        assert_eq!(net.leaders(), vec![0]);
+        // A write no follower has yet: the resignation waits for it to commit.
+        net.down.insert(1);
+        net.down.insert(2);
+        net.write(0, 1);
+        net.settle();
+        net.input(0, Input::Resign);
+        assert_eq!(net.cores[0].state(), VNodeState::ResigningLeader);
+        assert!(!net.cores[0].is_master(), "a resigning leader takes no new writes");
+        net.down.clear();
+        net.queue.clear();
+        // The followers notice at the next heartbeats that they miss what was shipped while
+        // they were away, and subscribe again; the write commits and the leader hands over.
+        for _ in 0..3 {
+            for i in [1, 2] {
+                net.tick(i, Duration::from_millis(200));
+            }
+            net.tick(0, Duration::from_millis(200));
+            net.settle();
+        }
+        let leaders = net.leaders();
+        assert_eq!(leaders.len(), 1, "one successor: {leaders:?}");
+        let successor = leaders[0];
+        assert_ne!(successor, 0);
+        assert_eq!(net.cores[successor].term(), 2);
+        assert!(net.logs[successor].starts_with(&net.logs[0]), "the successor holds the drained write");
+        net.tick(successor, Duration::from_millis(200));
+        net.settle();
+        assert!(net.cores[successor].is_master());
+        assert_eq!(net.cores[0].state(), VNodeState::Slave);
+    }
+
+    #[test]
+    fn only_a_leader_resigns_and_a_lone_follower_is_not_named_twice() {
+        let mut net = Net::new(&[0, 0, 0]);
+        net.tick(0, ET * 2);
+        net.settle();
+        net.input(1, Input::Resign);
+        assert_eq!(net.cores[1].state(), VNodeState::Slave, "a follower ignores a resignation");
+        // The leader names the follower that holds the most.
+        net.down.insert(2);
+        net.write(0, 1);
+        net.settle();
+        net.down.clear();
+        net.input(0, Input::Resign);
+        net.settle();
+        assert_eq!(net.leaders(), vec![1], "the follower that holds every write takes over");
     }
 
     #[test]

@@ -167,6 +167,25 @@ impl Cluster {
         lock(&self.status).clone()
     }
 
+    /// Asks this node to resign its leadership (`POST /admin/node/resign`): refused unless it
+    /// is the leader; the hand-over happens in the background.
+    pub fn resign(&self) -> Result<(), String> {
+        let state = self.status().state;
+        match state {
+            VNodeState::Master | VNodeState::PreMaster | VNodeState::ResigningLeader => {
+                let _ = self.inbox.send(Input::Resign);
+                Ok(())
+            }
+            other => Err(format!("only the leader can resign; this node is {}", other.name())),
+        }
+    }
+
+    /// Changes this node's priority in elections until it restarts
+    /// (`POST /admin/node/priority/{n}`); gossip carries it to the others.
+    pub fn set_priority(&self, priority: i64) {
+        let _ = self.inbox.send(Input::SetPriority(priority));
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ClusterConfig {
         &self.cfg
@@ -353,10 +372,13 @@ impl Cluster {
                     to = state.name(),
                     "node state changed"
                 );
+                // A resigning leader still leads its store: what it took before resigning
+                // commits (the HTTP gate takes nothing new); it stops leading when it hands over.
+                let leads = |s: VNodeState| matches!(s, VNodeState::Master | VNodeState::ResigningLeader);
                 if state == VNodeState::Master {
                     self.store.set_leading(true);
                     self.mastered.raise(core.term());
-                } else if was == VNodeState::Master {
+                } else if leads(was) && !leads(state) {
                     self.store.set_leading(false);
                 }
                 was = state;

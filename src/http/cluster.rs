@@ -2,7 +2,7 @@
 //! node that is not it, and requests that arrive while the node cannot serve.
 //!
 //! Rules (v5's):
-//! - a node that is starting, elected but not yet confirmed (`PreMaster`) or stopping, or a
+//! - a node that is starting, elected but not yet confirmed (`PreMaster`), resigning or stopping, or a
 //!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
 //!   writes with `503 Server Is Not Ready`; so does a leader whose store has not published
 //!   everything its quorum committed (its reads would be stale);
@@ -80,7 +80,10 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
             return None
         }
         VNodeState::Master => return not_ready(),
-        VNodeState::Initializing | VNodeState::PreMaster | VNodeState::ShuttingDown => return not_ready(),
+        VNodeState::Initializing
+        | VNodeState::PreMaster
+        | VNodeState::ResigningLeader
+        | VNodeState::ShuttingDown => return not_ready(),
         _ => {}
     }
     let write = writes(route, &req.method);

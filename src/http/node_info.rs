@@ -125,6 +125,52 @@ pub async fn gossip(api: &Arc<Api>, req: &Req) -> Reply {
     document(req, "ClusterInfo", &v).header("cache-control", NO_CACHE)
 }
 
+/// Largest `POST /gossip` body.
+pub const GOSSIP_BODY_MAX: usize = 1 << 20;
+
+/// `POST /gossip`: a member pushes its view of the cluster (v5 members gossip this way). The body
+/// must be a `ClusterInfo` document (`members`, each with its internal TCP endpoint and state);
+/// the answer is this node's own view, as for `GET`. Annal's members gossip inside the
+/// replication protocol, so a posted view is checked and logged but changes nothing here: an
+/// unauthenticated HTTP caller cannot sway an election.
+pub async fn gossip_post(api: &Arc<Api>, req: &mut Req) -> Reply {
+    let body = match req.take_body() {
+        Ok(b) => b,
+        Err(reply) => return reply,
+    };
+    if body.len() > GOSSIP_BODY_MAX {
+        return Reply::bad_request(format!("Invalid gossip: the body exceeds {GOSSIP_BODY_MAX} bytes"));
+    }
+    let members = match check_gossip(&body) {
+        Ok(n) => n,
+        Err(why) => return Reply::bad_request(format!("Invalid gossip: {why}")),
+    };
+    tracing::debug!(members, "gossip posted over HTTP");
+    gossip(api, req).await
+}
+
+/// Checks a posted `ClusterInfo` document; returns its number of members.
+fn check_gossip(body: &[u8]) -> Result<usize, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON ({e})"))?;
+    let members = v.get("members").and_then(Value::as_array).ok_or("no 'members' array")?;
+    for (i, m) in members.iter().enumerate() {
+        let ip = m
+            .get("internalTcpIp")
+            .and_then(Value::as_str)
+            .ok_or(format!("member {i} has no internalTcpIp"))?;
+        ip.parse::<std::net::IpAddr>().map_err(|_| format!("member {i}: '{ip}' is not an IP address"))?;
+        let port = m
+            .get("internalTcpPort")
+            .and_then(Value::as_u64)
+            .ok_or(format!("member {i} has no internalTcpPort"))?;
+        if port > u64::from(u16::MAX) {
+            return Err(format!("member {i}: port {port} is out of range"));
+        }
+        m.get("state").and_then(Value::as_str).ok_or(format!("member {i} has no state"))?;
+    }
+    Ok(members.len())
+}
+
 /// `GET /gossip` on a cluster node: every member as this node knows it, in v5's shape, sorted
 /// by HTTP endpoint, highest first.
 fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cluster) -> Reply {
@@ -194,4 +240,35 @@ pub fn shutdown(api: &Api) -> Reply {
     tracing::info!("shutdown requested over HTTP");
     api.node.request_shutdown();
     Reply::plain(StatusCode::OK, "OK")
+}
+
+/// `POST /admin/node/resign`: a cluster leader resigns (it drains what it took, then hands over
+/// to the most up-to-date follower). `400` on a node that is not a cluster's leader.
+pub fn resign(api: &Api) -> Reply {
+    let Some(cluster) = api.node.cluster() else {
+        return Reply::bad_request("This node is not part of a cluster: there is no leadership to resign");
+    };
+    match cluster.resign() {
+        Ok(()) => {
+            tracing::info!("leader resignation requested over HTTP");
+            Reply::plain(StatusCode::OK, "OK")
+        }
+        Err(why) => Reply::bad_request(why),
+    }
+}
+
+/// `POST /admin/node/priority/{n}`: sets this cluster node's election priority until it
+/// restarts (`400` for a value that is not an integer, or on a single node).
+pub fn set_priority(api: &Api, raw: &str) -> Reply {
+    let Some(cluster) = api.node.cluster() else {
+        return Reply::bad_request("This node is not part of a cluster: node priority has no effect");
+    };
+    match raw.parse::<i64>() {
+        Ok(n) => {
+            cluster.set_priority(n);
+            tracing::info!(priority = n, "node priority changed over HTTP");
+            Reply::plain(StatusCode::OK, "OK")
+        }
+        Err(_) => Reply::bad_request(format!("Invalid node priority '{raw}': expected an integer")),
+    }
 }

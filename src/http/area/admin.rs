@@ -1,5 +1,6 @@
 //! The admin area: scavenges (`/admin/scavenge[/{id}]`), index merges (`/admin/mergeindexes`)
-//! and shutdown (`/admin/shutdown`).
+//! shutdown (`/admin/shutdown`), and a cluster node's leadership (`/admin/node/resign`,
+//! `/admin/node/priority/{n}`).
 
 use std::sync::Arc;
 
@@ -23,6 +24,10 @@ pub enum AdminRoute {
     MergeIndexes,
     /// `POST /admin/shutdown`.
     Shutdown,
+    /// `POST /admin/node/resign`.
+    Resign,
+    /// `POST /admin/node/priority/{n}` (the raw segment; parsed by the handler).
+    Priority(String),
 }
 
 /// Adds the admin area's routes of a path to `out`.
@@ -38,6 +43,8 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         }
         ["admin", "mergeindexes"] => add(Method::POST, AdminRoute::MergeIndexes),
         ["admin", "shutdown"] => add(Method::POST, AdminRoute::Shutdown),
+        ["admin", "node", "resign"] => add(Method::POST, AdminRoute::Resign),
+        ["admin", "node", "priority", n] => add(Method::POST, AdminRoute::Priority((*n).to_owned())),
         _ => {}
     }
 }
@@ -57,5 +64,7 @@ pub async fn dispatch(api: &Arc<Api>, route: AdminRoute, req: &mut Req) -> Reply
         AdminRoute::ScavengeStop(id) => admin::stop(api, &id).await,
         AdminRoute::MergeIndexes => admin::merge_indexes(api),
         AdminRoute::Shutdown => node_info::shutdown(api),
+        AdminRoute::Resign => node_info::resign(api),
+        AdminRoute::Priority(n) => node_info::set_priority(api, &n),
     }
 }

@@ -1,4 +1,5 @@
-//! The node area: `/ping`, `/info`, `/info/options`, `/gossip` and `/stats[/…]`.
+//! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members)
+//! and `/stats[/…]`.
 
 use std::sync::Arc;
 
@@ -20,12 +21,17 @@ pub enum NodeRoute {
     InfoOptions,
     /// `GET /gossip`.
     Gossip,
+    /// `POST /gossip`: a member's view, answered with this node's.
+    GossipPost,
     /// `GET /stats[/path…]`.
     Stats(Vec<String>),
 }
 
 /// Adds the node area's routes of a path to `out`.
 pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
+    if segs == ["gossip"] {
+        out.push((Method::POST, Route::Node(NodeRoute::GossipPost)));
+    }
     let route = match segs {
         ["ping"] => NodeRoute::Ping,
         ["info"] => NodeRoute::Info,
@@ -47,6 +53,7 @@ impl NodeRoute {
                 Spec::new(Level::None, &[], media::DEFAULT)
             }
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
+            NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
         }
     }
 }
@@ -58,6 +65,7 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::Info => node_info::info(api, req),
         NodeRoute::InfoOptions => node_info::options(api, req),
         NodeRoute::Gossip => node_info::gossip(api, req).await,
+        NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
     }
 }
