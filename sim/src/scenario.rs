@@ -211,6 +211,8 @@ enum Item {
     NetBegin(crate::network::NetFault),
     NetEnd(Vec<crate::network::LinkFault>),
     NetHeal,
+    /// The operator asks whoever leads to resign (`POST /admin/node/resign`).
+    Resign,
 }
 
 /// The partitions between node hosts of a run of `nodes`: a few, each between two random hosts,
@@ -277,6 +279,13 @@ pub fn run(opts: &Options) -> RunResult {
             at(&mut queue, t, Item::NetBegin(f));
         }
         at(&mut queue, end, Item::NetHeal);
+        // One seed in three: the leader is asked to resign, once or twice, during the workload.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7e51_6000_0000_0009);
+        if rng.gen_ratio(1, 3) {
+            for _ in 0..rng.gen_range(1..=2) {
+                at(&mut queue, rng.gen_range(0..end), Item::Resign);
+            }
+        }
     } else {
         for (t, cut) in cuts(seed, nodes, opts.duration) {
             at(&mut queue, t, cut);
@@ -348,6 +357,16 @@ pub fn run(opts: &Options) -> RunResult {
                 Item::NetEnd(applied) => {
                     links.end(&mut sim, &names, &applied);
                     trace.at(now, "net", format!("link faults over: {applied:?}"));
+                }
+                Item::Resign => {
+                    for r in &rigs {
+                        let Some(node) = r.shared.node.borrow().clone() else { continue };
+                        let Some(cluster) = node.cluster() else { continue };
+                        if cluster.status().state == annal::cluster::VNodeState::Master {
+                            let answer = cluster.resign();
+                            r.note(now, format!("operator: resign the leadership -> {answer:?}"));
+                        }
+                    }
                 }
                 Item::NetHeal => {
                     links.heal(&mut sim, &names);
@@ -538,7 +557,11 @@ impl Watch {
             let Some(cluster) = node.cluster() else { continue };
             let st = cluster.status();
             let master = st.state == annal::cluster::VNodeState::Master;
-            let leading = master || st.state == annal::cluster::VNodeState::PreMaster;
+            let leading = master
+                || matches!(
+                    st.state,
+                    annal::cluster::VNodeState::PreMaster | annal::cluster::VNodeState::ResigningLeader
+                );
             let now = (master, leading, st.term, node.store().log().committed(), st.committed);
             let before = self.last.insert(k, now);
             if before == Some(now) {
