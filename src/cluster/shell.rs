@@ -167,6 +167,11 @@ impl Cluster {
         lock(&self.status).clone()
     }
 
+    /// This node's state (without copying the rest of [`Cluster::status`]).
+    pub fn state(&self) -> VNodeState {
+        lock(&self.status).state
+    }
+
     /// Asks this node to resign its leadership (`POST /admin/node/resign`): refused unless it
     /// is the leader; the hand-over happens in the background.
     pub fn resign(&self) -> Result<(), String> {

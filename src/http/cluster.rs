@@ -12,7 +12,7 @@
 //!   with no leader known, `503`;
 //! - a node that has no users yet (a member that has not received them from a leader) answers a
 //!   request whose credentials it cannot check with `503 Server Is Not Ready`, not `401`: the
-//!   credentials may well be right;
+//!   credentials may well be right (so does a node whose check began before its users arrived);
 //! - a read with `ES-RequireMaster: True` on a node that does not lead is redirected the same
 //!   way; other reads are served from the node's committed records (never uncommitted ones).
 
@@ -214,13 +214,13 @@ fn parse_complete(raw: &[u8]) -> Option<Reply> {
     Some(reply)
 }
 
-/// The answer of a cluster node that refused a request's credentials while it cannot tell whether
-/// they are wrong: it has no users at all, or it is not caught up with a leader (users and their
-/// changes reach a member when it replicates them): `503`, not `401`.
-pub fn without_users(api: &Api) -> Option<Reply> {
-    let cluster = api.node.cluster()?;
+/// Whether this node can tell wrong credentials from right ones: a single node always; a
+/// cluster member only once it has users and is caught up with a leader (users and their
+/// changes reach a member when it replicates them).
+pub fn judges_credentials(api: &Api) -> bool {
+    let Some(cluster) = api.node.cluster() else { return true };
     let behind = matches!(
-        cluster.status().state,
+        cluster.state(),
         VNodeState::Initializing
             | VNodeState::Unknown
             | VNodeState::PreReplica
@@ -229,6 +229,17 @@ pub fn without_users(api: &Api) -> Option<Reply> {
             | VNodeState::PreReadOnlyReplica
             | VNodeState::PreMaster
     );
-    let users = api.node.store().stream_state(crate::auth::USERS_STREAM).ok()?;
-    (behind || users.last < 0).then(|| Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"))
+    !behind && api.node.store().stream_state(crate::auth::USERS_STREAM).is_ok_and(|u| u.last >= 0)
+}
+
+/// The answer to refused credentials: `refused` (401) when this node could judge them both when
+/// the check began (`judged_before`, from [`judges_credentials`]) and now; else `503 Server Is
+/// Not Ready`, since the credentials may well be right. Both ends matter: a check that began
+/// before the users arrived ends after they did, with a verdict taken without them.
+pub fn refused_credentials(api: &Api, judged_before: bool, refused: Reply) -> Reply {
+    if judged_before && judges_credentials(api) {
+        refused
+    } else {
+        Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")
+    }
 }

@@ -181,10 +181,13 @@ impl Api {
         let wire::Request { method, path, query: raw_query, headers, body } = req;
         let principal = match headers.get("authorization") {
             None => None,
-            Some(v) => match authn::authenticate(&self, v).await {
-                Ok(p) => Some(p),
-                Err(reply) => return cluster::without_users(&self).unwrap_or(reply),
-            },
+            Some(v) => {
+                let judged_before = cluster::judges_credentials(&self);
+                match authn::authenticate(&self, v).await {
+                    Ok(p) => Some(p),
+                    Err(reply) => return cluster::refused_credentials(&self, judged_before, reply),
+                }
+            }
         };
         if routes.is_empty() {
             return Reply::status(StatusCode::NOT_FOUND, "Not Found");
