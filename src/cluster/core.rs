@@ -190,6 +190,10 @@ pub enum Msg {
         /// The leader's clock when it sent this (µs, monotonic), echoed in acknowledgements: the
         /// leader's lease runs from when it asked, not from when it heard back.
         lease: u64,
+        /// Sent at once to tell a new commit, not on the heartbeat timer: no acknowledgement is
+        /// asked (the lease is kept by the timer's heartbeats and by acknowledged shipments).
+        #[serde(default)]
+        notice: bool,
     },
     /// A follower asks to be fed from where its log and the leader's agree.
     Subscribe {
@@ -779,7 +783,9 @@ impl Core {
         self.next_heartbeat = self.now + every;
         for to in self.members() {
             let lease = self.now.as_micros() as u64;
-            self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: self.committed, lease }, out);
+            let beat =
+                Msg::Heartbeat { leader_end: self.durable, commit: self.committed, lease, notice: false };
+            self.send(to, beat, out);
         }
     }
 
@@ -858,9 +864,9 @@ impl Core {
                 self.on_request_vote(from, term, last_epoch, durable, priority, out)
             }
             Msg::Vote { granted } => self.on_vote(from, term, granted, out),
-            Msg::Heartbeat { leader_end, commit, lease } => {
+            Msg::Heartbeat { leader_end, commit, lease, notice } => {
                 self.last_lease = lease;
-                self.on_heartbeat(from, term, leader_end, commit, out)
+                self.on_heartbeat(from, term, leader_end, commit, notice, out)
             }
             Msg::Subscribe { subscription, durable, epochs, complete, promotable } => {
                 self.on_subscribe(from, term, subscription, durable, &epochs, complete, promotable, out)
@@ -1076,7 +1082,15 @@ impl Core {
         self.send(to, msg, out);
     }
 
-    fn on_heartbeat(&mut self, from: NodeId, term: u64, leader_end: u64, commit: u64, out: &mut Vec<Effect>) {
+    fn on_heartbeat(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        leader_end: u64,
+        commit: u64,
+        notice: bool,
+        out: &mut Vec<Effect>,
+    ) {
         if !self.follow(from, term) {
             if term < self.term {
                 // A deposed leader learns the newer term from the answer.
@@ -1109,11 +1123,13 @@ impl Core {
                     return;
                 }
                 self.publish_followed(out);
-                self.send(
-                    from,
-                    Msg::Ack { subscription: id, durable: self.durable, lease: self.last_lease },
-                    out,
-                );
+                if !notice {
+                    self.send(
+                        from,
+                        Msg::Ack { subscription: id, durable: self.durable, lease: self.last_lease },
+                        out,
+                    );
+                }
             }
         }
     }
@@ -1408,7 +1424,9 @@ impl Core {
                 let tell: Vec<NodeId> = followers.keys().copied().collect();
                 for to in tell {
                     let lease = self.now.as_micros() as u64;
-                    self.send(to, Msg::Heartbeat { leader_end: self.durable, commit: position, lease }, out);
+                    let notice =
+                        Msg::Heartbeat { leader_end: self.durable, commit: position, lease, notice: true };
+                    self.send(to, notice, out);
                 }
             }
         }

@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn corrupted_and_oversized_frames_are_refused() {
-        let a = env(Msg::Heartbeat { leader_end: 1, commit: 1, lease: 5 });
+        let a = env(Msg::Heartbeat { leader_end: 1, commit: 1, lease: 5, notice: false });
         let mut f = encode(&a);
         let last = f.len() - 1;
         f[last] ^= 1;
