@@ -270,7 +270,52 @@ pub const OPTIONS: &[OptionSpec] = &[
         group: "Interface",
         kind: Kind::Bool,
         default: "false",
-        help: "Allow plain HTTP on a non-loopback address.",
+        help: "Serve plain HTTP and plain node-to-node traffic, without TLS (the only mode without a CertificateFile; allowed on a non-loopback address only with this flag).",
+    },
+    OptionSpec {
+        name: "CertificateFile",
+        flag: "certificate-file",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "",
+        help: "The node certificate (PEM, followed by any intermediates; or one DER certificate). Setting it turns TLS on for the HTTP API and between nodes.",
+    },
+    OptionSpec {
+        name: "CertificatePrivateKeyFile",
+        flag: "certificate-private-key-file",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "",
+        help: "The node certificate's private key (PEM: PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY).",
+    },
+    OptionSpec {
+        name: "TrustedRootCertificatesPath",
+        flag: "trusted-root-certificates-path",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "/etc/ssl/certs",
+        help: "Directory of trusted root certificates: its top-level files ending .crt .cert .cer .pem .der are read.",
+    },
+    OptionSpec {
+        name: "CertificateReservedNodeCommonName",
+        flag: "certificate-reserved-node-common-name",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "",
+        help: "Common name other nodes' certificates must carry (a wildcard such as *.esdb.example.org allowed); empty: this node's own certificate's CN. Reloadable.",
+    },
+    OptionSpec {
+        name: "NodeConnectionResetIntervalMs",
+        flag: "node-connection-reset-interval-ms",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Int,
+        default: "600000",
+        help: "Node-to-node TLS connections are re-established after this long, so reloaded certificates reach the whole cluster within it.",
     },
     OptionSpec {
         name: "EnableUnixSocket",
@@ -453,15 +498,6 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Find the other nodes through DNS: not supported, list them in GossipSeed instead.",
     },
     OptionSpec {
-        name: "CertificateReservedNodeCommonName",
-        flag: "certificate-reserved-node-common-name",
-        aliases: &[],
-        group: "Certificate",
-        kind: Kind::Text,
-        default: "",
-        help: "Common name reserved for cluster nodes (honoured on configuration reload).",
-    },
-    OptionSpec {
         name: "RunProjections",
         flag: "run-projections",
         aliases: &[],
@@ -562,7 +598,13 @@ pub struct ClusterConfig {
     /// `MaxTruncation` in bytes.
     /// None = unlimited.
     pub max_truncation: Option<u64>,
+    /// How node-to-node connections are carried (plain, or mutual TLS with the node's
+    /// certificates); the node sets it before the cluster starts.
+    pub transport: crate::tls::peer::Transport,
 }
+
+/// The least `NodeConnectionResetIntervalMs` accepted: each reset costs a handshake per member.
+pub const MIN_NODE_CONNECTION_RESET_MS: u64 = 1000;
 
 /// The least `LeaderElectionTimeoutMs` accepted: shorter rounds would start over before a
 /// healthy cluster's votes arrive.
@@ -623,6 +665,8 @@ pub struct Config {
     pub http_port: u16,
     /// `--insecure`.
     pub insecure: bool,
+    /// The certificates (`None`: plain HTTP, no `CertificateFile` or `--insecure`).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// `--enable-unix-socket`.
     pub enable_unix_socket: bool,
     /// `--run-projections`.
@@ -858,6 +902,7 @@ fn cluster_from_values(
         dead_member_removal: Duration::from_secs(int("DeadMemberRemovalPeriodSec")),
         allow_surplus_nodes: flag("UnsafeAllowSurplusNodes"),
         max_truncation,
+        transport: crate::tls::peer::Transport::Plain,
     };
     let seeds = parse_endpoints(&get("GossipSeed")).map_err(|reason| invalid("GossipSeed", &reason))?;
     let named = !seeds.is_empty();
@@ -1037,9 +1082,36 @@ impl Config {
             reason: "expected an IP address".into(),
         })?;
         let insecure = flag("Insecure");
-        if !http_ip.is_loopback() && !insecure {
+        let tls = if insecure || get("CertificateFile").is_empty() {
+            None
+        } else {
+            if get("CertificatePrivateKeyFile").is_empty() {
+                return Err(ConfigError::Conflict(
+                    "CertificateFile is set but CertificatePrivateKeyFile is not: the node needs the certificate's private key"
+                        .into(),
+                ));
+            }
+            let reset = int("NodeConnectionResetIntervalMs");
+            if reset < MIN_NODE_CONNECTION_RESET_MS {
+                return Err(ConfigError::Invalid {
+                    option: "NodeConnectionResetIntervalMs".into(),
+                    value: reset.to_string(),
+                    reason: format!("must be at least {MIN_NODE_CONNECTION_RESET_MS}"),
+                });
+            }
+            Some(crate::tls::TlsSettings {
+                paths: crate::tls::CertPaths {
+                    certificate: PathBuf::from(get("CertificateFile")),
+                    private_key: PathBuf::from(get("CertificatePrivateKeyFile")),
+                    trusted_roots: PathBuf::from(get("TrustedRootCertificatesPath")),
+                    reserved_cn: get("CertificateReservedNodeCommonName").trim().to_string(),
+                },
+                peer_reset: Duration::from_millis(reset),
+            })
+        };
+        if tls.is_none() && !http_ip.is_loopback() && !insecure {
             return Err(ConfigError::Conflict(format!(
-                "refusing to serve plain HTTP on {http_ip}, which is not a loopback address: TLS is not configured; pass --insecure to allow it"
+                "refusing to serve plain HTTP on {http_ip}, which is not a loopback address: set CertificateFile (with CertificatePrivateKeyFile and TrustedRootCertificatesPath) for TLS, or pass --insecure to allow plain HTTP"
             )));
         }
         let run_projections = match get("RunProjections").as_str() {
@@ -1072,6 +1144,7 @@ impl Config {
             http_ip,
             http_port,
             insecure,
+            tls,
             enable_unix_socket: flag("EnableUnixSocket"),
             run_projections,
             log_level: get("LogLevel"),
@@ -1104,6 +1177,9 @@ impl Config {
         }
         if !c.is_cluster() && self.values.get("GossipSeed").is_some_and(|(v, _)| !v.is_empty()) {
             out.push("GossipSeed is set but ClusterSize is 1: the seeds are not used".into());
+        }
+        if self.insecure && self.values.get("CertificateFile").is_some_and(|(v, _)| !v.is_empty()) {
+            out.push("Insecure is set: CertificateFile is ignored and the node serves plain HTTP".into());
         }
         if c.allow_surplus_nodes {
             out.push(
@@ -1329,6 +1405,7 @@ mod tests {
             dead_member_removal: Duration::from_secs(1800),
             allow_surplus_nodes: false,
             max_truncation: Some(268435456),
+            transport: crate::tls::peer::Transport::Plain,
         };
         assert_eq!(c.cluster, expected);
         assert_eq!(c.cluster.quorum(), 1);
@@ -1440,6 +1517,7 @@ mod tests {
                 dead_member_removal: Duration::from_secs(60),
                 allow_surplus_nodes: true,
                 max_truncation: Some(0),
+                transport: crate::tls::peer::Transport::Plain,
             }
         );
         assert_eq!(c.values["GossipSeed"].0, "10.0.0.2:1112,[fd00::3]:1113,10.0.0.2:1112");

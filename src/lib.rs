@@ -10,6 +10,7 @@
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
 //! - [`backup`]: the backup, restore and backup-verification tools; [`redact`]: redaction;
+//! - [`tls`]: certificates, TLS for the HTTP API and between nodes, `annal certs`;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
 pub mod backup;
@@ -25,3 +26,4 @@ pub mod node;
 pub mod redact;
 pub mod scavenge;
 pub mod store;
+pub mod tls;

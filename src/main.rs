@@ -11,6 +11,9 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("certs") {
+        return annal::tls::tool::main(&args[1..]);
+    }
     if let Some(code) = annal::backup::cli::dispatch(&args) {
         return code;
     }
@@ -50,7 +53,9 @@ fn main() -> ExitCode {
         let opened = {
             let env = env.clone();
             let config = config.clone();
-            env.clone().blocking(move || Node::open(env, config)).await
+            // Certificate files are on the real disk even when the database is in memory.
+            let files: Arc<dyn annal::env::Disk> = Arc::new(annal::env::real::RealDisk);
+            env.clone().blocking(move || Node::open_with_files(env, config, files)).await
         };
         let node: Arc<Node> = match opened {
             Ok(n) => n,
@@ -66,7 +71,22 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        tracing::info!(%addr, db = %config.db.display(), mem_db = config.mem_db, "annal is serving HTTP");
+        tracing::info!(%addr, db = %config.db.display(), mem_db = config.mem_db, scheme = node.scheme(), "annal is serving HTTP");
+        match annal::env::real::Hangups::listen() {
+            Ok(mut hangups) => {
+                let reloads = node.clone();
+                tokio::spawn(async move {
+                    while hangups.next().await {
+                        tracing::info!("reloading the node's configuration since the SIGHUP signal has been received");
+                        match reloads.reload_certificates().await {
+                            None | Some(Err(_)) => {} // logged by the reload
+                            Some(Ok(_)) => tracing::info!("the node's configuration was successfully reloaded"),
+                        }
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; reload with POST /admin/reloadconfig"),
+        }
         let signals = node.clone();
         tokio::spawn(async move {
             annal::env::real::termination_signal().await;

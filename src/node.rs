@@ -5,7 +5,9 @@
 //! the users and access control (default users created, the user cache following committed
 //! records), and
 //! the scavenger. The services reach the HTTP API as one handle ([`Services`], through the node).
-//! A cluster, subscriptions, projections and TLS are added here as further services.
+//! TLS ([`crate::tls::Tls`]) is loaded here too, before any listener: a node whose certificates
+//! fail a check does not start. Subscriptions and projections will be added here as further
+//! services.
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use crate::auth::Auth;
 use crate::cluster::shell::Cluster;
 use crate::config::Config;
-use crate::env::Env;
+use crate::env::{Disk, Env};
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 
@@ -45,6 +47,9 @@ pub enum NodeError {
     /// Another process (or another open node) holds the database directory's lock.
     #[error("cannot lock the database directory: {0}")]
     Lock(#[from] crate::backup::BackupError),
+    /// The certificates failed a check.
+    #[error("cannot load the certificates: {0}")]
+    Tls(#[from] crate::tls::ReloadError),
     /// The HTTP listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -78,14 +83,27 @@ pub struct Node {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// The database was created empty at this start.
     fresh: bool,
+    /// The certificates in force (`None`: plain HTTP).
+    tls: Option<Arc<crate::tls::Tls>>,
     /// Held from open until the store is closed at shutdown: `annal restore` refuses a directory
     /// a node holds.
     db_lock: std::sync::Mutex<Option<crate::backup::lock::DbLock>>,
 }
 
 impl Node {
-    /// Opens the database and builds the services.
+    /// Opens the database and builds the services; certificate files are read through `env`'s disk.
     pub fn open(env: Env, config: Config) -> Result<Arc<Node>, NodeError> {
+        let files = env.disk.clone();
+        Node::open_with_files(env, config, files)
+    }
+
+    /// Opens the database and builds the services; certificate files are read through `files`
+    /// (the real disk when the database is in memory).
+    pub fn open_with_files(env: Env, config: Config, files: Arc<dyn Disk>) -> Result<Arc<Node>, NodeError> {
+        let tls = match &config.tls {
+            Some(settings) => Some(crate::tls::Tls::load(&env, files, settings.clone())?),
+            None => None,
+        };
         let db_lock = crate::backup::lock::DbLock::acquire(&env, &config.db)?;
         let store = Store::recover(&env, config.store_config())?;
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
@@ -114,6 +132,7 @@ impl Node {
             shutdown,
             cluster: std::sync::OnceLock::new(),
             fresh,
+            tls,
             db_lock: std::sync::Mutex::new(Some(db_lock)),
         }))
     }
@@ -151,6 +170,33 @@ impl Node {
     /// The cluster side (`None` on a single node, or before [`Node::bind`]).
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
+    }
+
+    /// The certificates in force (`None`: plain HTTP).
+    pub fn tls(&self) -> Option<&Arc<crate::tls::Tls>> {
+        self.tls.as_ref()
+    }
+
+    /// The URL scheme of this node's HTTP API.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Reloads the certificates (`POST /admin/reloadconfig`, `SIGHUP`): the configured files are
+    /// read and checked again and, when every check passes, used by every new connection. `None`
+    /// on a node without TLS (nothing to reload).
+    pub async fn reload_certificates(
+        &self,
+    ) -> Option<Result<crate::tls::CertFacts, crate::tls::ReloadError>> {
+        let Some(tls) = self.tls.clone() else {
+            tracing::info!("skipping the reload of certificates since TLS is disabled");
+            return None;
+        };
+        Some(self.env.blocking(move || tls.reload()).await)
     }
 
     /// When the node started (µs since the epoch).
@@ -196,7 +242,10 @@ impl Node {
     /// Starts the cluster side: the replication endpoint, the core's driver, and the task that
     /// writes the default users whenever this node becomes the leader and they are missing.
     async fn start_cluster(self: &Arc<Self>, http: SocketAddr) -> Result<(), NodeError> {
-        let cfg = self.config.cluster.clone();
+        let mut cfg = self.config.cluster.clone();
+        if let Some(tls) = &self.tls {
+            cfg.transport = crate::tls::peer::Transport::Tls(tls.clone());
+        }
         let addr = cfg.replication_addr;
         let cluster = Cluster::start(
             self.env.clone(),

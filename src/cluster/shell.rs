@@ -221,7 +221,13 @@ impl Cluster {
             match listener.accept().await {
                 Ok((conn, peer)) => {
                     let me = self.clone();
-                    self.env.rt.spawn(Box::pin(async move { me.read_conn(conn, peer).await }));
+                    self.env.rt.spawn(Box::pin(async move {
+                        let Ok(conn) = crate::tls::peer::accept(&me.env, &me.cfg.transport, conn, peer).await
+                        else {
+                            return;
+                        };
+                        me.read_conn(conn, peer).await
+                    }));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a replication connection failed");
@@ -267,7 +273,7 @@ impl Cluster {
     async fn write_conn(self: Arc<Self>, to: NodeId, mut rx: mpsc::Receiver<Vec<u8>>) {
         let mut reported = false;
         loop {
-            let mut conn = match self.env.net.connect(to).await {
+            let mut conn = match crate::tls::peer::connect(&self.env, &self.cfg.transport, to).await {
                 Ok(c) => {
                     if reported {
                         tracing::info!(peer = %to, "reached a cluster member again");

@@ -548,6 +548,29 @@ pub fn read_text_file(path: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| e.to_string())
 }
 
+/// Sets the permission bits of a file (`annal certs` writes private keys readable by their
+/// owner only).
+pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// `SIGHUP`s delivered to the process: the node reloads its certificates on each.
+pub struct Hangups(tokio::signal::unix::Signal);
+
+impl Hangups {
+    /// Starts listening for `SIGHUP` (inside a tokio runtime). From then on the signal no longer
+    /// ends the process.
+    pub fn listen() -> io::Result<Hangups> {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map(Hangups)
+    }
+
+    /// Completes at the next `SIGHUP`; `false` when no more can arrive.
+    pub async fn next(&mut self) -> bool {
+        self.0.recv().await.is_some()
+    }
+}
+
 /// Completes on SIGTERM or SIGINT.
 pub async fn termination_signal() {
     use tokio::signal::unix::{signal, SignalKind};

@@ -72,6 +72,31 @@ pub async fn stop(api: &Api, id: &str) -> Reply {
     }
 }
 
+/// `POST /admin/reloadconfig`: reloads the certificates and answers once the reload is done:
+/// 200 with the new certificate's facts, or the error that left the old ones in force. (v5 answers
+/// 200 at once and reports failures only in its log.)
+pub async fn reload_config(api: &Api) -> Reply {
+    tracing::info!("reloading the node's configuration as requested over HTTP");
+    match api.node.reload_certificates().await {
+        None => Reply::body(
+            StatusCode::OK,
+            super::media::Media::TextPlain,
+            "OK: TLS is disabled (insecure mode), so there are no certificates to reload\n",
+        ),
+        Some(Ok(facts)) => Reply::body(
+            StatusCode::OK,
+            super::media::Media::TextPlain,
+            format!(
+                "OK: certificates reloaded; CN {:?}, thumbprint {}, valid until {}\n",
+                facts.cn,
+                facts.thumbprint,
+                super::text::iso8601(facts.not_after.saturating_mul(1_000_000))
+            ),
+        ),
+        Some(Err(e)) => super::errors::reload(&e),
+    }
+}
+
 /// `POST /admin/mergeindexes`: merges the index tables in the background.
 pub fn merge_indexes(api: &Api) -> Reply {
     api.node.store().index().merge_now();

@@ -95,7 +95,7 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     if write && !require && matches!(req.body, Some(Body::Full(_))) {
         return Some(Gate::Forward(leader));
     }
-    let mut location = format!("http://{leader}{}", req.path);
+    let mut location = format!("{}://{leader}{}", api.node.scheme(), req.path);
     if let Some(q) = &req.raw_query {
         location.push('?');
         location.push_str(q);
@@ -157,7 +157,13 @@ async fn exchange(api: &Api, req: &Req, to: SocketAddr) -> std::io::Result<Reply
     }
     out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
     out.extend_from_slice(&body);
-    let mut conn = api.node.env().net.connect(to).await?;
+    // With TLS the leader is dialled as a node: its certificate must chain to the trusted roots,
+    // name its address and carry the reserved common name.
+    let transport = match api.node.tls() {
+        Some(tls) => crate::tls::peer::Transport::Tls(tls.clone()),
+        None => crate::tls::peer::Transport::Plain,
+    };
+    let mut conn = crate::tls::peer::connect(api.node.env(), &transport, to).await?;
     conn.write_all(&out).await?;
     conn.flush().await?;
     let mut raw = Vec::new();

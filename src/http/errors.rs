@@ -105,6 +105,21 @@ pub fn user(e: &UserError) -> (StatusCode, &'static str) {
     }
 }
 
+/// A reload of the certificates that changed nothing: the reason phrase says so, the body says
+/// why.
+pub fn reload(e: &crate::tls::ReloadError) -> Reply {
+    use crate::tls::ReloadError;
+    let (status, what) = match e {
+        ReloadError::Cert(_) | ReloadError::Config(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "Certificates not reloaded")
+        }
+        ReloadError::InProgress => (StatusCode::CONFLICT, "Reload already in progress"),
+    };
+    let mut r = Reply::body(status, Media::TextPlain, format!("{what}: {e}\n"));
+    r.reason = Some(what.into());
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

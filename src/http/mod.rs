@@ -126,6 +126,16 @@ pub async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 async fn connection(api: Arc<Api>, conn: Box<dyn Conn>, peer: SocketAddr) {
+    let conn = match api.node.tls() {
+        None => conn,
+        Some(tls) => match crate::tls::accept::accept(api.node.env(), tls, conn).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "client connection refused");
+                return;
+            }
+        },
+    };
     api.connections.fetch_add(1, Ordering::Relaxed);
     let mut stop = api.node.shutdown_requested();
     wire::serve(&api, conn, &mut stop).await;
@@ -239,7 +249,7 @@ impl Api {
             return Reply::unauthorized();
         }
         let mut req = Req {
-            base: request::base_url(&headers, self.local),
+            base: request::base_url(&headers, self.local, self.node.scheme()),
             method,
             path,
             raw_query,

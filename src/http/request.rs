@@ -52,9 +52,10 @@ fn host_ok(h: &str) -> bool {
     !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
 }
 
-/// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1). One pass over the
+/// The base URL of links, from `Host` and the `X-Forwarded-*` headers (§1); `scheme` is the
+/// node's own (`https` with TLS) unless `X-Forwarded-Proto` names another. One pass over the
 /// headers (the first value of each name counts, blank values are absent): every request needs it.
-pub fn base_url(headers: &Headers, local: std::net::SocketAddr) -> String {
+pub fn base_url(headers: &Headers, local: std::net::SocketAddr, scheme: &'static str) -> String {
     // host, x-forwarded-proto, -host, -port, -prefix
     let mut got: [Option<&str>; 5] = [None; 5];
     for (k, v) in headers.iter() {
@@ -74,7 +75,11 @@ pub fn base_url(headers: &Headers, local: std::net::SocketAddr) -> String {
         }
     }
     let got = got.map(|v| v.filter(|v| !v.is_empty()));
-    let scheme = if got[1].is_some_and(|p| p.eq_ignore_ascii_case("https")) { "https" } else { "http" };
+    let scheme = match got[1] {
+        Some(p) if p.eq_ignore_ascii_case("https") => "https",
+        Some(p) if p.eq_ignore_ascii_case("http") => "http",
+        _ => scheme,
+    };
     let named = got[2].and_then(|h| h.split(',').next()).map(str::trim).filter(|h| host_ok(h));
     let local_text;
     let mut host = match named.or(got[0].filter(|h| host_ok(h))) {
@@ -264,7 +269,7 @@ mod tests {
     #[test]
     fn base_urls() {
         let local: std::net::SocketAddr = "127.0.0.1:2113".parse().unwrap();
-        let url = |pairs: &[(&str, &str)]| base_url(&Headers::from_pairs(pairs), local);
+        let url = |pairs: &[(&str, &str)]| base_url(&Headers::from_pairs(pairs), local, "http");
         assert_eq!(url(&[]), "http://127.0.0.1:2113");
         assert_eq!(url(&[("Host", "h:2113")]), "http://h:2113");
         let fwd =
@@ -283,5 +288,9 @@ mod tests {
         let more = [("x-forwarded-port", "7"), ("x-forwarded-prefix", " ")];
         assert_eq!(url(&[&h[..], &more].concat()), "https://[::1]:7");
         assert_eq!(url(&[("x-forwarded-host", "[::1]"), h[2], h[3], more[0], more[1]]), "https://[::1]:7");
+        // A node with TLS links with https unless a proxy says the client spoke plain HTTP.
+        let tls = |pairs: &[(&str, &str)]| base_url(&Headers::from_pairs(pairs), local, "https");
+        assert_eq!(tls(&[("Host", "h:2113")]), "https://h:2113");
+        assert_eq!(tls(&[("Host", "h:2113"), ("X-Forwarded-Proto", "http")]), "http://h:2113");
     }
 }

@@ -1,6 +1,6 @@
 //! The admin area: scavenges (`/admin/scavenge[/{id}]`), index merges (`/admin/mergeindexes`)
-//! shutdown (`/admin/shutdown`), and a cluster node's leadership (`/admin/node/resign`,
-//! `/admin/node/priority/{n}`).
+//! shutdown (`/admin/shutdown`), a cluster node's leadership (`/admin/node/resign`,
+//! `/admin/node/priority/{n}`) and the reload of certificates (`/admin/reloadconfig`).
 
 use std::sync::Arc;
 
@@ -28,6 +28,8 @@ pub enum AdminRoute {
     Resign,
     /// `POST /admin/node/priority/{n}` (the raw segment; parsed by the handler).
     Priority(String),
+    /// `POST /admin/reloadconfig`.
+    ReloadConfig,
 }
 
 /// Adds the admin area's routes of a path to `out`.
@@ -45,6 +47,7 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         ["admin", "shutdown"] => add(Method::POST, AdminRoute::Shutdown),
         ["admin", "node", "resign"] => add(Method::POST, AdminRoute::Resign),
         ["admin", "node", "priority", n] => add(Method::POST, AdminRoute::Priority((*n).to_owned())),
+        ["admin", "reloadconfig"] => add(Method::POST, AdminRoute::ReloadConfig),
         _ => {}
     }
 }
@@ -66,5 +69,6 @@ pub async fn dispatch(api: &Arc<Api>, route: AdminRoute, req: &mut Req) -> Reply
         AdminRoute::Shutdown => node_info::shutdown(api),
         AdminRoute::Resign => node_info::resign(api),
         AdminRoute::Priority(n) => node_info::set_priority(api, &n),
+        AdminRoute::ReloadConfig => admin::reload_config(api).await,
     }
 }

@@ -1,0 +1,222 @@
+//! TLS: the node's certificates, the client HTTP API over TLS, mutual TLS between nodes, and
+//! `annal certs`.
+//!
+//! [`Tls`] owns the certificate set in force. It is loaded and checked whole at start
+//! ([`load::load`]; any failure stops the node) and again on each reload
+//! (`POST /admin/reloadconfig`, `SIGHUP`): a reload builds every rustls configuration from the
+//! new set first and swaps them in with one pointer store, so a failed reload changes nothing and
+//! each new connection sees either the old set or the new one, never a mix. Connections already
+//! open keep the set they started with; node-to-node connections are re-established every
+//! [`TlsSettings::peer_reset`] ([`peer`]), so a rolled certificate reaches the cluster within
+//! that interval.
+//!
+//! Everything reaches the world through the Env seam: certificate files through a [`Disk`], the
+//! time certificates are checked against through the Env clock ([`EnvTime`]); rustls runs over the
+//! Env's streams.
+//!
+//! Modules: [`load`] (reading and checking a set), [`names`] (name and reserved-CN rules),
+//! [`accept`] (the HTTP API's TLS handshake), [`peer`] (node-to-node connections), [`tool`]
+//! (`annal certs`).
+
+pub mod accept;
+pub mod load;
+pub mod names;
+pub mod peer;
+pub mod tool;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::pki_types::UnixTime;
+use rustls::{ClientConfig, ServerConfig};
+
+pub use self::load::{CertError, CertFacts, CertPaths};
+use crate::env::{Clock, Disk, Env};
+
+/// How long a node-to-node connection lives before it is re-established (so a reloaded
+/// certificate is used by the whole cluster within it), by default.
+pub const DEFAULT_PEER_RESET: Duration = Duration::from_secs(600);
+/// A client must complete its TLS handshake within this long.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS section of the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// The certificate files.
+    pub paths: CertPaths,
+    /// Lifetime of node-to-node connections (`NodeConnectionResetIntervalMs`).
+    pub peer_reset: Duration,
+}
+
+/// The cryptography every configuration uses: rustls with ring.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The Env clock as rustls's time source: certificates are checked against it.
+#[derive(Clone)]
+pub struct EnvTime(pub Arc<dyn Clock>);
+
+impl std::fmt::Debug for EnvTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvTime")
+    }
+}
+
+impl rustls::time_provider::TimeProvider for EnvTime {
+    fn current_time(&self) -> Option<UnixTime> {
+        let us = u64::try_from(self.0.wall_micros()).ok()?;
+        Some(UnixTime::since_unix_epoch(Duration::from_micros(us)))
+    }
+}
+
+impl EnvTime {
+    fn now(&self) -> UnixTime {
+        rustls::time_provider::TimeProvider::current_time(self)
+            .unwrap_or(UnixTime::since_unix_epoch(Duration::ZERO))
+    }
+}
+
+/// The rustls configurations of one certificate set.
+pub struct Active {
+    /// The set.
+    pub set: load::CertSet,
+    /// The client HTTP API: no client certificate asked for.
+    pub http: Arc<ServerConfig>,
+    /// Accepting node-to-node connections: the peer must present a certificate that chains to a
+    /// trusted root.
+    pub peer_server: Arc<ServerConfig>,
+    /// Opening node-to-node connections (and forwarding writes to the leader): the peer's
+    /// certificate must chain to a trusted root and name the address dialled; this node
+    /// presents its own certificate.
+    pub peer_client: Arc<ClientConfig>,
+}
+
+/// Why a reload did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new set failed a check; the old one stays in force.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// rustls refused to build a configuration from the set.
+    #[error("cannot configure TLS with the new certificates: {0}")]
+    Config(String),
+    /// Another reload is running.
+    #[error("a reload of the certificates is already in progress")]
+    InProgress,
+}
+
+/// The certificate set in force and the configurations built from it.
+pub struct Tls {
+    settings: TlsSettings,
+    files: Arc<dyn Disk>,
+    time: EnvTime,
+    active: Mutex<Arc<Active>>,
+    reloading: Mutex<()>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// Loads and checks the configured set (`files` reads the certificate files).
+    pub fn load(env: &Env, files: Arc<dyn Disk>, settings: TlsSettings) -> Result<Arc<Tls>, ReloadError> {
+        let time = EnvTime(env.clock.clone());
+        let active = build(&*files, &settings.paths, &time)?;
+        log_set("certificates loaded", &active.set);
+        Ok(Arc::new(Tls {
+            settings,
+            files,
+            time,
+            active: Mutex::new(Arc::new(active)),
+            reloading: Mutex::new(()),
+        }))
+    }
+
+    /// The set in force (each new connection takes it once).
+    pub fn current(&self) -> Arc<Active> {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
+    /// Reads the configured files again and, when every check passes, puts the new set in force.
+    /// Blocks (file reads, signature checks): run it off the async tasks.
+    pub fn reload(&self) -> Result<CertFacts, ReloadError> {
+        let Ok(_one) = self.reloading.try_lock() else { return Err(ReloadError::InProgress) };
+        let old = self.current();
+        match build(&*self.files, &self.settings.paths, &self.time) {
+            Ok(new) => {
+                let facts = new.set.about.clone();
+                tracing::info!(
+                    old = %old.set.about.thumbprint,
+                    new = %facts.thumbprint,
+                    cn = %facts.cn,
+                    reserved_cn = %new.set.reserved_cn,
+                    "certificates reloaded: all certificates successfully loaded"
+                );
+                *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+                Ok(facts)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "an error occurred while reloading the certificates; the previous ones stay in use");
+                Err(e)
+            }
+        }
+    }
+}
+
+fn log_set(what: &str, set: &load::CertSet) {
+    tracing::info!(
+        cn = %set.about.cn,
+        thumbprint = %set.about.thumbprint,
+        not_after = set.about.not_after,
+        reserved_cn = %set.reserved_cn,
+        reserved_auto = set.reserved_auto,
+        "{what}"
+    );
+}
+
+/// Loads the set and builds its configurations.
+fn build(files: &dyn Disk, paths: &CertPaths, time: &EnvTime) -> Result<Active, ReloadError> {
+    let set = load::load(files, paths, time.now())?;
+    let provider = provider();
+    let time_arc: Arc<dyn rustls::time_provider::TimeProvider> = Arc::new(time.clone());
+    let cfg = |e: rustls::Error| ReloadError::Config(e.to_string());
+    let versions = rustls::DEFAULT_VERSIONS;
+    let mut http = ServerConfig::builder_with_details(provider.clone(), time_arc.clone())
+        .with_protocol_versions(versions)
+        .map_err(cfg)?
+        .with_no_client_auth()
+        .with_single_cert(set.chain.clone(), set.key.clone_key())
+        .map_err(cfg)?;
+    http.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client_verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(set.roots.clone(), provider.clone())
+            .build()
+            .map_err(|e| ReloadError::Config(e.to_string()))?;
+    let peer_server = ServerConfig::builder_with_details(provider.clone(), time_arc.clone())
+        .with_protocol_versions(versions)
+        .map_err(cfg)?
+        .with_client_cert_verifier(client_verifier)
+        .with_single_cert(set.chain.clone(), set.key.clone_key())
+        .map_err(cfg)?;
+    let peer_client = ClientConfig::builder_with_details(provider, time_arc)
+        .with_protocol_versions(versions)
+        .map_err(cfg)?
+        .with_root_certificates(set.roots.clone())
+        .with_client_auth_cert(set.chain.clone(), set.key.clone_key())
+        .map_err(cfg)?;
+    Ok(Active {
+        set,
+        http: Arc::new(http),
+        peer_server: Arc::new(peer_server),
+        peer_client: Arc::new(peer_client),
+    })
+}
