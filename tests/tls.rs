@@ -577,6 +577,19 @@ fn a_cluster_over_mutual_tls_refuses_other_cas_and_rolls_to_new_certificates() {
     let ca1 = ca();
     let (procs, files, repl) = cluster(root.path(), &ca1, 2000);
     replicate(&procs, &ca1.cert, "s", 0, 3);
+    let g = https(procs[0].http, &ca1.cert, "GET", "/gossip", &[("Accept", "application/json")], "").unwrap();
+    let g: serde_json::Value = serde_json::from_str(&g.body).unwrap();
+    let mut secure: Vec<u64> = g["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["internalSecureTcpPort"].as_u64().unwrap())
+        .collect();
+    secure.sort_unstable();
+    let mut want: Vec<u64> = repl.iter().map(|&p| p as u64).collect();
+    want.sort_unstable();
+    assert_eq!(secure, want, "gossip lists the replication endpoints as secure ports");
+    assert!(g["members"].as_array().unwrap().iter().all(|m| m["internalTcpPort"] == 0));
 
     // A peer whose certificate another CA issued is refused ("partial chain"), and so is one of
     // the right CA with another common name.

@@ -25,9 +25,13 @@ use crate::Args;
 /// Basic credentials of the default admin (`$all` needs them).
 pub const ADMIN_AUTH: &str = "Basic YWRtaW46Y2hhbmdlaXQ=";
 
+/// A connection's byte stream: TCP, or TLS over TCP (`annal-bench tls`).
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
 /// One keep-alive connection to a node.
 pub struct Client {
-    tcp: tokio::net::TcpStream,
+    tcp: Box<dyn Stream>,
     host: String,
     /// Bytes read past the last response.
     inbuf: BytesMut,
@@ -49,7 +53,33 @@ impl Client {
     pub async fn connect(addr: SocketAddr) -> Result<Client, String> {
         let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        Ok(Client { tcp, host: addr.to_string(), inbuf: BytesMut::with_capacity(64 * 1024), out: Vec::new() })
+        Ok(Client::over(Box::new(tcp), addr))
+    }
+
+    /// Opens a TLS connection (`TCP_NODELAY`; the handshake completes before this returns).
+    pub async fn connect_tls(addr: SocketAddr, tls: &tokio_rustls::TlsConnector) -> Result<Client, String> {
+        let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        // rustls reads at most 4 KiB per call: a buffer below it saves system calls on feed pages.
+        let tcp = tokio::io::BufReader::with_capacity(64 * 1024, tcp);
+        let stream = tls.connect(name, tcp).await.map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+        Ok(Client::over(Box::new(stream), addr))
+    }
+
+    /// Connects plainly (`tls` is `None`) or over TLS.
+    pub async fn connect_with(
+        addr: SocketAddr,
+        tls: Option<&tokio_rustls::TlsConnector>,
+    ) -> Result<Client, String> {
+        match tls {
+            None => Client::connect(addr).await,
+            Some(t) => Client::connect_tls(addr, t).await,
+        }
+    }
+
+    fn over(tcp: Box<dyn Stream>, addr: SocketAddr) -> Client {
+        Client { tcp, host: addr.to_string(), inbuf: BytesMut::with_capacity(64 * 1024), out: Vec::new() }
     }
 
     /// Sends a request and reads the whole response.
@@ -322,9 +352,22 @@ pub async fn append_ops(
     batch: usize,
     payload: &Bytes,
 ) -> Result<Vec<Box<dyn Op>>, String> {
+    append_ops_with(addr, None, prefix, conns, streams_each, batch, payload).await
+}
+
+/// [`append_ops`], over TLS when `tls` is given.
+pub async fn append_ops_with(
+    addr: SocketAddr,
+    tls: Option<&tokio_rustls::TlsConnector>,
+    prefix: &str,
+    conns: usize,
+    streams_each: usize,
+    batch: usize,
+    payload: &Bytes,
+) -> Result<Vec<Box<dyn Op>>, String> {
     let mut ops: Vec<Box<dyn Op>> = Vec::new();
     for c in 0..conns {
-        let client = Client::connect(addr).await?;
+        let client = Client::connect_with(addr, tls).await?;
         ops.push(Box::new(AppendOp {
             client,
             conn: unique(),
@@ -349,7 +392,18 @@ pub fn unique() -> u64 {
 
 /// Writes `n` events to `stream` in batches of 1000 (for the read workloads).
 pub async fn preload(addr: SocketAddr, stream: &str, n: u64, payload: &Bytes) -> Result<(), String> {
-    let mut c = Client::connect(addr).await?;
+    preload_with(addr, None, stream, n, payload).await
+}
+
+/// [`preload`], over TLS when `tls` is given.
+pub async fn preload_with(
+    addr: SocketAddr,
+    tls: Option<&tokio_rustls::TlsConnector>,
+    stream: &str,
+    n: u64,
+    payload: &Bytes,
+) -> Result<(), String> {
+    let mut c = Client::connect_with(addr, tls).await?;
     let id = unique();
     let mut done = 0u64;
     while done < n {
@@ -364,13 +418,22 @@ pub async fn preload(addr: SocketAddr, stream: &str, n: u64, payload: &Bytes) ->
 /// A node started in-process on its own runtime and thread.
 pub struct LocalNode {
     pub addr: SocketAddr,
-    node: Arc<annal::node::Node>,
+    pub node: Arc<annal::node::Node>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LocalNode {
     /// Starts a node with default settings (durable) on an ephemeral loopback port, data in `dir`.
     pub fn start(dir: &std::path::Path, port: u16) -> Result<LocalNode, String> {
+        LocalNode::start_with(dir, port, |_| {})
+    }
+
+    /// [`LocalNode::start`] after `tweak` adjusted the configuration.
+    pub fn start_with(
+        dir: &std::path::Path,
+        port: u16,
+        tweak: impl FnOnce(&mut annal::config::Config) + Send + 'static,
+    ) -> Result<LocalNode, String> {
         let dir = dir.to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -378,6 +441,7 @@ impl LocalNode {
             .spawn(move || {
                 let mut config = annal::config::Config::for_dir(&dir);
                 config.http_port = port;
+                tweak(&mut config);
                 // The runtime `annal` itself builds.
                 let rt = match annal::env::real::node_runtime(&config) {
                     Ok(rt) => rt,
@@ -457,7 +521,7 @@ pub fn row(name: &str, unit: &str, m: &Measured) -> String {
 
 /// Measures `ops` and prints a row with this process's CPU per request (node and generator when
 /// the node runs in-process) and the node's events per group commit (in-process only).
-async fn measured_row(
+pub async fn measured_row(
     name: &str,
     unit: &str,
     ops: Vec<Box<dyn Op>>,

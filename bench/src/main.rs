@@ -23,6 +23,10 @@
 //!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
 //!   connections, when followers serve what the leader acknowledged, failover time after
 //!   `kill -9` of the leader, and the catch-up speed of a wiped follower.
+//! - `annal-bench tls [--seconds N]` runs a plain and a TLS node in-process side by side and
+//!   prints appends/s at 16 and 64 connections, feed pages/s and new connections/s (TLS
+//!   handshakes) over TLS as ratios to plain HTTP in the same run, and the time a certificate
+//!   reload takes.
 //! - `annal-bench instructions [--appends N]` counts the user-space instructions the node executes
 //!   per single-event HTTP append and per event read, under valgrind's callgrind (repeatable,
 //!   unlike times).
@@ -50,6 +54,7 @@ mod instructions;
 mod peers;
 mod scavenge;
 mod storage;
+mod tls;
 
 use annal::store::NewEvent;
 
@@ -84,6 +89,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench redact [--dir PATH]
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
+       annal-bench tls [--seconds N]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
@@ -173,6 +179,7 @@ fn main() {
         "redact" => backup::redact_bench(&args),
         "http" => http::http_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
+        "tls" => tls::tls_mode(&args),
         "instructions" => instructions::instructions(&args),
         "peers" => peers_mode(&args),
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.

@@ -176,6 +176,11 @@ fn check_gossip(body: &[u8]) -> Result<usize, String> {
 fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cluster) -> Reply {
     let st = cluster.status();
     let now = api.node.env().clock.wall_micros();
+    // With TLS, the replication endpoints are listed as secure ports (the cluster's nodes share
+    // one mode).
+    let tls = api.node.tls().is_some();
+    let tcp = |port: u16| if tls { 0 } else { port };
+    let secure = |port: u16| if tls { port } else { 0 };
     let mut members: Vec<(String, Value)> = st
         .members
         .iter()
@@ -196,7 +201,7 @@ fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cl
                         "timeStamp": iso8601(now),
                         "state": v.state.name(),
                         "isAlive": alive,
-                        "internalTcpIp": rip, "internalTcpPort": id.port(), "internalSecureTcpPort": 0,
+                        "internalTcpIp": rip, "internalTcpPort": tcp(id.port()), "internalSecureTcpPort": secure(id.port()),
                         "externalTcpIp": http_ip, "externalTcpPort": 0, "externalSecureTcpPort": 0,
                         "internalHttpIp": http_ip, "internalHttpPort": http_port,
                         "externalHttpIp": http_ip, "externalHttpPort": http_port,
@@ -216,8 +221,8 @@ fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cl
                     "timeStamp": iso8601(now),
                     "state": "Manager",
                     "isAlive": false,
-                    "internalTcpIp": rip, "internalTcpPort": id.port(), "internalSecureTcpPort": 0,
-                    "externalTcpIp": rip, "externalTcpPort": id.port(), "externalSecureTcpPort": 0,
+                    "internalTcpIp": rip, "internalTcpPort": tcp(id.port()), "internalSecureTcpPort": secure(id.port()),
+                    "externalTcpIp": rip, "externalTcpPort": tcp(id.port()), "externalSecureTcpPort": secure(id.port()),
                     "internalHttpIp": rip, "internalHttpPort": id.port(),
                     "externalHttpIp": rip, "externalHttpPort": id.port(),
                     "lastCommitPosition": -1, "writerCheckpoint": -1, "chaserCheckpoint": -1,

@@ -66,6 +66,7 @@ pub async fn connect(env: &Env, transport: &Transport, to: SocketAddr) -> io::Re
     let Transport::Tls(tls) = transport else { return Ok(conn) };
     let active = tls.current();
     let name = ServerName::IpAddress(to.ip().into());
+    let conn = tokio::io::BufReader::with_capacity(super::accept::READ_BUFFER, conn);
     let connect = tokio_rustls::TlsConnector::from(active.peer_client.clone()).connect(name, conn);
     let stream =
         within(env, connect).await.map_err(|e| explain(e, "the member's certificate was refused"))?;
@@ -83,6 +84,7 @@ pub async fn accept(
     let Transport::Tls(tls) = transport else { return Ok(conn) };
     let active = tls.current();
     let accepted = async {
+        let conn = tokio::io::BufReader::with_capacity(super::accept::READ_BUFFER, conn);
         let accept = tokio_rustls::TlsAcceptor::from(active.peer_server.clone()).accept(conn);
         let stream = within(env, accept).await.map_err(|e| explain(e, "its certificate was refused"))?;
         check_cn(stream.get_ref().1.peer_certificates(), &active.set.reserved_cn)?;
