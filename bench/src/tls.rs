@@ -83,6 +83,24 @@ fn connector(ca_pem: &str) -> Result<tokio_rustls::TlsConnector, String> {
     Ok(tokio_rustls::TlsConnector::from(Arc::new(cfg)))
 }
 
+/// CPU seconds of the process's main thread (the load generator's, in this command).
+fn main_thread_cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat")).ok()?;
+    let f: Vec<u64> = stat.rsplit_once(')')?.1.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((f.get(11)? + f.get(12)?) as f64 / tick)
+}
+
+/// A row's rate (requests or events per second) and the nodes' CPU µs per request.
+type Figures = (f64, f64);
+
+/// The [`Figures`] of a measured row.
+fn per(m: Measured, requests: bool) -> Figures {
+    let rate = if requests { m.requests_rate() } else { m.rate() };
+    (rate, m.server_cpu_secs.map(|c| c * 1e6 / m.requests.max(1) as f64).unwrap_or(0.0))
+}
+
 /// Measures `ops`; prints the row and returns the figures.
 async fn measure(
     name: &str,
@@ -91,7 +109,11 @@ async fn measure(
     warm: Duration,
     window: Duration,
 ) -> Measured {
-    let probe = || gen::proc_cpu_secs(std::process::id()).unwrap_or(0.0);
+    // The nodes' CPU: the process's, less the generator's (this thread, the process's main one).
+    let probe = || {
+        let pid = std::process::id();
+        gen::proc_cpu_secs(pid).unwrap_or(0.0) - main_thread_cpu_secs(pid).unwrap_or(0.0)
+    };
     let m = gen::closed_loop_cpu(ops, warm, window, Some(&probe)).await;
     let cpu_us = m.server_cpu_secs.map(|c| c * 1e6 / m.requests.max(1) as f64).unwrap_or(0.0);
     println!("{} {cpu_us:.0} |", http::row(name, unit, &m));
@@ -125,7 +147,9 @@ fn run(args: &Args) -> Result<(), String> {
         plain.addr, secure.addr
     );
     println!("# machine: {} cores; load average before: {}", annal::env::real::cores(), gen::load_avg());
-    println!("| workload | throughput | requests/s | p50 ms | p99 ms | CPU µs/request (process) |");
+    println!(
+        "| workload | throughput | requests/s | p50 ms | p99 ms | node CPU µs/request (generator excluded) |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     let rounds = args.rounds.max(1);
     // Per workload, per round: (plain, TLS) rates.
@@ -135,7 +159,8 @@ fn run(args: &Args) -> Result<(), String> {
         "feed pages, 16 connections",
         "new connections (TLS: handshakes)",
     ];
-    let mut pairs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); names.len()];
+    // Per workload, per round: ((plain rate, plain node CPU µs/request), (TLS rate, TLS CPU)).
+    let mut pairs: Vec<Vec<(Figures, Figures)>> = vec![Vec::new(); names.len()];
     let len = 10_000u64;
     let result: Result<(), String> = rt.block_on(async {
         let targets = [("plain", plain.addr, None), ("TLS", secure.addr, Some(&tls))];
@@ -144,7 +169,7 @@ fn run(args: &Args) -> Result<(), String> {
         }
         for round in 0..rounds {
             for (w, name) in names.iter().enumerate() {
-                let mut rates = [0.0; 2];
+                let mut rates = [(0.0, 0.0); 2];
                 // Alternate which node goes first, so drift in the machine's load evens out.
                 let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                 for i in order {
@@ -155,7 +180,7 @@ fn run(args: &Args) -> Result<(), String> {
                             let conns = if w == 0 { 16 } else { 64 };
                             let prefix = format!("tls-{run}-{label}-c{conns}-r{round}");
                             let ops = http::append_ops_with(addr, t, &prefix, conns, 1, 1, &payload).await?;
-                            measure(&row, "events/s", ops, warm, window).await.rate()
+                            per(measure(&row, "events/s", ops, warm, window).await, false)
                         }
                         2 => {
                             let mut ops: Vec<Box<dyn Op>> = Vec::new();
@@ -170,13 +195,13 @@ fn run(args: &Args) -> Result<(), String> {
                                     next: 0,
                                 }));
                             }
-                            measure(&row, "req/s", ops, warm, window).await.requests_rate()
+                            per(measure(&row, "req/s", ops, warm, window).await, true)
                         }
                         _ => {
                             let ops: Vec<Box<dyn Op>> = (0..4)
                                 .map(|_| Box::new(ConnectOp { addr, tls: t.cloned() }) as Box<dyn Op>)
                                 .collect();
-                            measure(&row, "conn/s", ops, warm, window).await.requests_rate()
+                            per(measure(&row, "conn/s", ops, warm, window).await, true)
                         }
                     };
                     rates[i] = m;
@@ -226,8 +251,10 @@ fn run(args: &Args) -> Result<(), String> {
         Ok(())
     });
     println!("# load average after: {}", gen::load_avg());
-    println!("| over {rounds} round(s) | plain (median) | TLS (median) | TLS / plain (median of rounds) |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "| over {rounds} round(s) | plain (median) | TLS (median) | TLS / plain (median of rounds) | node CPU µs/request, plain → TLS (medians) |"
+    );
+    println!("|---|---:|---:|---:|---:|");
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -238,10 +265,12 @@ fn run(args: &Args) -> Result<(), String> {
             continue;
         }
         println!(
-            "| {name} | {:.0}/s | {:.0}/s | {:.2}× |",
-            median(p.iter().map(|x| x.0).collect()),
-            median(p.iter().map(|x| x.1).collect()),
-            median(p.iter().map(|x| x.1 / x.0.max(1e-9)).collect())
+            "| {name} | {:.0}/s | {:.0}/s | {:.2}× | {:.0} → {:.0} |",
+            median(p.iter().map(|x| x.0 .0).collect()),
+            median(p.iter().map(|x| x.1 .0).collect()),
+            median(p.iter().map(|x| x.1 .0 / x.0 .0.max(1e-9)).collect()),
+            median(p.iter().map(|x| x.0 .1).collect()),
+            median(p.iter().map(|x| x.1 .1).collect()),
         );
     }
     drop(rt);
