@@ -716,3 +716,41 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
     assert!(waited < Duration::from_secs(5));
     assert!(outcomes[1].is_err(), "{:?}", outcomes[1]);
 }
+
+/// The independent client CI installs (`geteventstore-promise`, npm) drives the node over HTTPS,
+/// validating its certificate against the CA. Needs `node` and the package (see
+/// `tests/http_client.rs`): under `CI=true` their absence fails the test; elsewhere it is skipped
+/// with a notice.
+#[test]
+fn geteventstore_promise_drives_the_node_over_https() {
+    let root_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let modules = std::env::var_os("ANNAL_JS_CLIENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root_dir.join("target/clients"))
+        .join("node_modules");
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node_ok || !modules.join("geteventstore-promise").is_dir() {
+        let why = format!(
+            "needs `node` and geteventstore-promise in {} (npm install --prefix target/clients --no-audit --no-fund geteventstore-promise@4.0.1)",
+            modules.display()
+        );
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        println!("SKIPPED geteventstore_promise_drives_the_node_over_https: {why}");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ca1 = ca();
+    let files =
+        Files::new(root.path().join("n"), &ca1, &node_cert(&ca1, "eventstoredb-node", now() - 60, 10));
+    let p = single(&files, root.path().join("n.log"));
+    let out = Command::new("node")
+        .arg(root_dir.join("tests/clients/geteventstore.js"))
+        .args(["127.0.0.1", &p.http.to_string(), "https"])
+        .env("NODE_PATH", &modules)
+        .env("NODE_EXTRA_CA_CERTS", files.dir.join("ca").join("ca.crt"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stdout.contains("OK"), "client failed:\n{stdout}\n{stderr}");
+}

@@ -1,13 +1,15 @@
 // Drives an Annal node with geteventstore-promise, a published EventStoreDB v5 HTTP client
-// (npm). Usage: node geteventstore.js <host> <port>. Prints "OK" and exits 0 on success.
+// (npm). Usage: node geteventstore.js <host> <port> [https]. Prints "OK" and exits 0 on success.
+// Over https the server's certificate is validated (trust its CA with NODE_EXTRA_CA_CERTS).
 'use strict';
 const assert = require('assert');
 const EventStore = require('geteventstore-promise');
 
-const [host, port] = process.argv.slice(2);
+const [host, port, protocol] = process.argv.slice(2);
 const client = new EventStore.HTTPClient({
   hostname: host,
   port: Number(port),
+  protocol: protocol || 'http',
   credentials: { username: 'admin', password: 'changeit' },
 });
 const factory = new EventStore.EventFactory();
