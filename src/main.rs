@@ -72,6 +72,12 @@ fn main() -> ExitCode {
             }
         };
         tracing::info!(%addr, db = %config.db.display(), mem_db = config.mem_db, scheme = node.scheme(), "annal is serving HTTP");
+        // A reload reads the options again: the command line and environment are as at start,
+        // the YAML file may have changed.
+        let (again_args, again_env) = (args.clone(), env_vars.clone());
+        node.set_config_source(Arc::new(move || {
+            Config::parse(&again_args, &again_env, annal::env::real::read_text_file).map_err(|e| e.to_string())
+        }));
         match annal::env::real::Hangups::listen() {
             Ok(mut hangups) => {
                 let reloads = node.clone();

@@ -61,6 +61,9 @@ pub enum NodeError {
     },
 }
 
+/// Reads the node's configuration again ([`Node::set_config_source`]).
+pub type ConfigSource = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
 /// The services of a node, built by [`Node::open`].
 pub struct Services {
     /// Streams, the log and the index.
@@ -85,6 +88,8 @@ pub struct Node {
     fresh: bool,
     /// The certificates in force (`None`: plain HTTP).
     tls: Option<Arc<crate::tls::Tls>>,
+    /// Reads the configuration again at a reload (the YAML file may have changed), when set.
+    config_source: std::sync::Mutex<Option<ConfigSource>>,
     /// Held from open until the store is closed at shutdown: `annal restore` refuses a directory
     /// a node holds.
     db_lock: std::sync::Mutex<Option<crate::backup::lock::DbLock>>,
@@ -133,6 +138,7 @@ impl Node {
             cluster: std::sync::OnceLock::new(),
             fresh,
             tls,
+            config_source: std::sync::Mutex::new(None),
             db_lock: std::sync::Mutex::new(Some(db_lock)),
         }))
     }
@@ -186,9 +192,17 @@ impl Node {
         }
     }
 
-    /// Reloads the certificates (`POST /admin/reloadconfig`, `SIGHUP`): the configured files are
-    /// read and checked again and, when every check passes, used by every new connection. `None`
-    /// on a node without TLS (nothing to reload).
+    /// Sets how a reload reads the configuration again (the binary parses its command line,
+    /// environment and YAML file again: only the file can have changed). Without one, a reload
+    /// re-reads the certificate files with the settings the node started with.
+    pub fn set_config_source(&self, source: ConfigSource) {
+        *self.config_source.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
+    }
+
+    /// Reloads the certificates (`POST /admin/reloadconfig`, `SIGHUP`): the certificate settings
+    /// (paths, `CertificateReservedNodeCommonName`, the reset interval) are read again from the
+    /// configuration, the files read and checked again and, when every check passes, used by
+    /// every new connection. `None` on a node without TLS (nothing to reload).
     pub async fn reload_certificates(
         &self,
     ) -> Option<Result<crate::tls::CertFacts, crate::tls::ReloadError>> {
@@ -196,7 +210,8 @@ impl Node {
             tracing::info!("skipping the reload of certificates since TLS is disabled");
             return None;
         };
-        Some(self.env.blocking(move || tls.reload()).await)
+        let source = self.config_source.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Some(self.env.blocking(move || reload(&tls, source)).await)
     }
 
     /// When the node started (µs since the epoch).
@@ -281,4 +296,30 @@ impl Node {
     pub fn shutdown_requested(&self) -> tokio::sync::watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
+}
+
+/// A reload with the settings read again through `source` (when there is one).
+fn reload(
+    tls: &crate::tls::Tls,
+    source: Option<ConfigSource>,
+) -> Result<crate::tls::CertFacts, crate::tls::ReloadError> {
+    use crate::tls::ReloadError;
+    let settings = match source.map(|read| read()) {
+        None => None,
+        Some(Ok(Config { tls: Some(s), .. })) => Some(Ok(s)),
+        Some(Ok(_)) => Some(Err(ReloadError::Options(
+            "the configuration no longer sets CertificateFile (or now sets Insecure): TLS cannot be turned off by a reload"
+                .into(),
+        ))),
+        Some(Err(e)) => Some(Err(ReloadError::Options(e))),
+    };
+    let settings = match settings {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "an error occurred while reloading the configuration; nothing changed");
+            return Err(e);
+        }
+    };
+    tls.reload_with(settings)
 }

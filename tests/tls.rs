@@ -754,3 +754,56 @@ fn geteventstore_promise_drives_the_node_over_https() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && stdout.contains("OK"), "client failed:\n{stdout}\n{stderr}");
 }
+
+/// A reload reads the YAML configuration file again: a changed
+/// `CertificateReservedNodeCommonName` takes effect with the certificate it admits.
+#[test]
+fn a_reload_honours_a_changed_reserved_common_name_in_the_config_file() {
+    let root = tempfile::tempdir().unwrap();
+    let ca1 = ca();
+    let a = node_cert(&ca1, "a.esdb.example.org", now() - 60, 10);
+    let files = Files::new(root.path().join("n"), &ca1, &a);
+    let yaml = root.path().join("annal.yaml");
+    let write_yaml = |reserved: &str| {
+        let text = format!(
+            "CertificateFile: {}\nCertificatePrivateKeyFile: {}\nTrustedRootCertificatesPath: {}\nCertificateReservedNodeCommonName: \"{reserved}\"\n",
+            files.dir.join("node.crt").display(),
+            files.dir.join("node.key").display(),
+            files.dir.join("ca").display()
+        );
+        std::fs::write(&yaml, text).unwrap();
+    };
+    write_yaml("*.esdb.example.org");
+    let http = free_port();
+    let args = vec![
+        "--mem-db".into(),
+        "--http-port".into(),
+        http.to_string(),
+        "--config".into(),
+        yaml.display().to_string(),
+    ];
+    let p = Proc::spawn(args, http, root.path().join("n.log"));
+    wait("the node to serve HTTPS", Duration::from_secs(20), || {
+        https(p.http, &ca1.cert, "GET", "/ping", &[], "").ok().filter(|r| r.status == 200)
+    });
+    let reload = || https(p.http, &ca1.cert, "POST", "/admin/reloadconfig", &[], "").unwrap();
+
+    // A certificate with another name is refused under the reserved name in force…
+    let b = node_cert(&ca1, "b.other.example.org", now() - 60, 10);
+    files.install(&ca1, &b);
+    let r = reload();
+    assert_eq!(r.status, 500, "{r:?}");
+    assert!(r.body.contains("does not match the reserved node common name"), "{}", r.body);
+    assert_eq!(https(p.http, &ca1.cert, "GET", "/ping", &[], "").unwrap().served, thumb(&a));
+    // …and admitted once the file names a reserved name that matches it.
+    write_yaml("*.other.example.org");
+    let r = reload();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(https(p.http, &ca1.cert, "GET", "/ping", &[], "").unwrap().served, thumb(&b));
+    // A file that no longer parses changes nothing.
+    std::fs::write(&yaml, "CertificateFile: [unterminated").unwrap();
+    let r = reload();
+    assert_eq!(r.status, 500, "{r:?}");
+    assert!(r.body.contains("cannot read the configuration again"), "{}", r.body);
+    assert_eq!(https(p.http, &ca1.cert, "GET", "/ping", &[], "").unwrap().served, thumb(&b));
+}

@@ -110,7 +110,7 @@ pub fn user(e: &UserError) -> (StatusCode, &'static str) {
 pub fn reload(e: &crate::tls::ReloadError) -> Reply {
     use crate::tls::ReloadError;
     let (status, what) = match e {
-        ReloadError::Cert(_) | ReloadError::Config(_) => {
+        ReloadError::Cert(_) | ReloadError::Config(_) | ReloadError::Options(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "Certificates not reloaded")
         }
         ReloadError::InProgress => (StatusCode::CONFLICT, "Reload already in progress"),

@@ -88,6 +88,8 @@ impl EnvTime {
 
 /// The rustls configurations of one certificate set.
 pub struct Active {
+    /// The settings the set was loaded with.
+    pub settings: TlsSettings,
     /// The set.
     pub set: load::CertSet,
     /// The client HTTP API: no client certificate asked for.
@@ -110,6 +112,9 @@ pub enum ReloadError {
     /// rustls refused to build a configuration from the set.
     #[error("cannot configure TLS with the new certificates: {0}")]
     Config(String),
+    /// The configuration could not be read again.
+    #[error("cannot read the configuration again: {0}")]
+    Options(String),
     /// Another reload is running.
     #[error("a reload of the certificates is already in progress")]
     InProgress,
@@ -117,7 +122,6 @@ pub enum ReloadError {
 
 /// The certificate set in force and the configurations built from it.
 pub struct Tls {
-    settings: TlsSettings,
     files: Arc<dyn Disk>,
     time: EnvTime,
     active: Mutex<Arc<Active>>,
@@ -126,7 +130,7 @@ pub struct Tls {
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tls").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Tls").field("settings", &self.current().settings).finish_non_exhaustive()
     }
 }
 
@@ -134,15 +138,9 @@ impl Tls {
     /// Loads and checks the configured set (`files` reads the certificate files).
     pub fn load(env: &Env, files: Arc<dyn Disk>, settings: TlsSettings) -> Result<Arc<Tls>, ReloadError> {
         let time = EnvTime(env.clock.clone());
-        let active = build(&*files, &settings.paths, &time)?;
+        let active = build(&*files, settings, &time)?;
         log_set("certificates loaded", &active.set);
-        Ok(Arc::new(Tls {
-            settings,
-            files,
-            time,
-            active: Mutex::new(Arc::new(active)),
-            reloading: Mutex::new(()),
-        }))
+        Ok(Arc::new(Tls { files, time, active: Mutex::new(Arc::new(active)), reloading: Mutex::new(()) }))
     }
 
     /// The set in force (each new connection takes it once).
@@ -150,17 +148,24 @@ impl Tls {
         self.active.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The settings.
-    pub fn settings(&self) -> &TlsSettings {
-        &self.settings
+    /// The settings in force.
+    pub fn settings(&self) -> TlsSettings {
+        self.current().settings.clone()
     }
 
     /// Reads the configured files again and, when every check passes, puts the new set in force.
     /// Blocks (file reads, signature checks): run it off the async tasks.
     pub fn reload(&self) -> Result<CertFacts, ReloadError> {
+        self.reload_with(None)
+    }
+
+    /// [`Tls::reload`] with new settings (paths, reserved common name, reset interval) read again
+    /// from the configuration, which take effect together with the set they load.
+    pub fn reload_with(&self, settings: Option<TlsSettings>) -> Result<CertFacts, ReloadError> {
         let Ok(_one) = self.reloading.try_lock() else { return Err(ReloadError::InProgress) };
         let old = self.current();
-        match build(&*self.files, &self.settings.paths, &self.time) {
+        let settings = settings.unwrap_or_else(|| old.settings.clone());
+        match build(&*self.files, settings, &self.time) {
             Ok(new) => {
                 let facts = new.set.about.clone();
                 tracing::info!(
@@ -193,8 +198,8 @@ fn log_set(what: &str, set: &load::CertSet) {
 }
 
 /// Loads the set and builds its configurations.
-fn build(files: &dyn Disk, paths: &CertPaths, time: &EnvTime) -> Result<Active, ReloadError> {
-    let set = load::load(files, paths, time.now())?;
+fn build(files: &dyn Disk, settings: TlsSettings, time: &EnvTime) -> Result<Active, ReloadError> {
+    let set = load::load(files, &settings.paths, time.now())?;
     let provider = provider();
     let time_arc: Arc<dyn rustls::time_provider::TimeProvider> = Arc::new(time.clone());
     let cfg = |e: rustls::Error| ReloadError::Config(e.to_string());
@@ -224,6 +229,7 @@ fn build(files: &dyn Disk, paths: &CertPaths, time: &EnvTime) -> Result<Active, 
         .with_client_auth_cert(set.chain.clone(), set.key.clone_key())
         .map_err(cfg)?;
     Ok(Active {
+        settings,
         set,
         http: Arc::new(http),
         peer_server: Arc::new(peer_server),

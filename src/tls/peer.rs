@@ -71,7 +71,7 @@ pub async fn connect(env: &Env, transport: &Transport, to: SocketAddr) -> io::Re
     let stream =
         within(env, connect).await.map_err(|e| explain(e, "the member's certificate was refused"))?;
     check_cn(stream.get_ref().1.peer_certificates(), &active.set.reserved_cn)?;
-    Ok(Box::new(Expiring::new(env, stream, tls.settings().peer_reset)))
+    Ok(Box::new(Expiring::new(env, stream, active.settings.peer_reset)))
 }
 
 /// Authenticates a connection another node opened; logs why when it is refused.
@@ -92,7 +92,7 @@ pub async fn accept(
     }
     .await;
     match accepted {
-        Ok(stream) => Ok(Box::new(Expiring::new(env, stream, tls.settings().peer_reset))),
+        Ok(stream) => Ok(Box::new(Expiring::new(env, stream, active.settings.peer_reset))),
         Err(e) => {
             tracing::warn!(node = %peer, error = %e, "connection from node {peer} was denied");
             Err(e)
