@@ -438,7 +438,8 @@ fn sighup_reloads_and_a_bad_set_changes_nothing() {
     assert!(p.alive());
     assert_eq!(https(p.http, &ca1.cert, "GET", "/ping", &[], "").unwrap().served, thumb(&n1));
 
-    // A good set: new connections use it.
+    // A good set: new connections use it. Both sets end within 30 days: the log warns of each.
+    assert!(p.log().contains("certificates are going to expire in 9 days"), "{}", p.log());
     let n2 = node_cert(&ca1, "eventstoredb-node", now() - 60, 20);
     files.install(&ca1, &n2);
     hup(&p);
@@ -446,6 +447,7 @@ fn sighup_reloads_and_a_bad_set_changes_nothing() {
         https(p.http, &ca1.cert, "GET", "/ping", &[], "").ok().filter(|r| r.served == thumb(&n2))
     });
     assert!(p.alive());
+    assert!(p.log().contains("certificates are going to expire in 19 days"), "{}", p.log());
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! each new connection sees either the old set or the new one, never a mix. Connections already
 //! open keep the set they started with; node-to-node connections are re-established every
 //! [`TlsSettings::peer_reset`] ([`peer`]), so a rolled certificate reaches the cluster within
-//! that interval.
+//! that interval. A node certificate with 30 days or fewer left is warned about at load and reload.
 //!
 //! Everything reaches the world through the Env seam: certificate files through a [`Disk`], the
 //! time certificates are checked against through the Env clock ([`EnvTime`]); rustls runs over the
@@ -36,6 +36,8 @@ use crate::env::{Clock, Disk, Env};
 /// How long a node-to-node connection lives before it is re-established (so a reloaded
 /// certificate is used by the whole cluster within it), by default.
 pub const DEFAULT_PEER_RESET: Duration = Duration::from_secs(600);
+/// A node certificate this close to its end (or closer) is warned about at load and reload.
+pub const EXPIRY_WARNING_DAYS: i64 = 30;
 /// A client must complete its TLS handshake within this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -140,6 +142,7 @@ impl Tls {
         let time = EnvTime(env.clock.clone());
         let active = build(&*files, settings, &time)?;
         log_set("certificates loaded", &active.set);
+        warn_expiry(&active.set, &time);
         Ok(Arc::new(Tls { files, time, active: Mutex::new(Arc::new(active)), reloading: Mutex::new(()) }))
     }
 
@@ -175,6 +178,7 @@ impl Tls {
                     reserved_cn = %new.set.reserved_cn,
                     "certificates reloaded: all certificates successfully loaded"
                 );
+                warn_expiry(&new.set, &self.time);
                 *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
                 Ok(facts)
             }
@@ -195,6 +199,15 @@ fn log_set(what: &str, set: &load::CertSet) {
         reserved_auto = set.reserved_auto,
         "{what}"
     );
+}
+
+/// Logs a warning when the node certificate has [`EXPIRY_WARNING_DAYS`] or fewer left.
+fn warn_expiry(set: &load::CertSet, time: &EnvTime) {
+    let now = time.now().as_secs() as i64;
+    let days = (set.about.not_after - now) / 86_400;
+    if days <= EXPIRY_WARNING_DAYS {
+        tracing::warn!(cn = %set.about.cn, thumbprint = %set.about.thumbprint, "certificates are going to expire in {days} days");
+    }
 }
 
 /// Loads the set and builds its configurations.
