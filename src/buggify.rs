@@ -67,11 +67,17 @@ pub enum Bug {
     /// was created empty votes only after it has followed a leader, so a cluster whose members
     /// all start empty never elects anyone.
     NewClusterNeverVotes,
+    /// A backup copies the log's chunks before its checkpoints, so `chaser.chk` may name log
+    /// data the copied chunks do not hold.
+    BackupChunksBeforeCheckpoints,
+    /// A redaction switch installs the candidate chunk without comparing it with the redaction
+    /// the log computes itself.
+    SwitchWithoutValidation,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 14] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -84,6 +90,8 @@ impl Bug {
         Bug::KeepDivergentTail,
         Bug::FollowerPublishesUncommitted,
         Bug::NewClusterNeverVotes,
+        Bug::BackupChunksBeforeCheckpoints,
+        Bug::SwitchWithoutValidation,
     ];
 
     /// The switch's command-line name.
@@ -101,6 +109,8 @@ impl Bug {
             Bug::KeepDivergentTail => "keep-divergent-tail",
             Bug::FollowerPublishesUncommitted => "follower-publishes-uncommitted",
             Bug::NewClusterNeverVotes => "new-cluster-never-votes",
+            Bug::BackupChunksBeforeCheckpoints => "backup-chunks-before-checkpoints",
+            Bug::SwitchWithoutValidation => "switch-without-validation",
         }
     }
 

@@ -4,8 +4,8 @@
 //! `corpus/seeds.txt` holds one line per seed that ever failed on the real code
 //! (`seed <N> <what it found>`, or `seed <N> cluster <K> <what it found>` for a seed of a cluster
 //! of K members); campaigns replay those of their kind first. `corpus/bugs.txt` holds, per
-//! test-only bug switch, a seed that finds it (`bug <name> seed <N> [cluster <K>] <which
-//! invariant>`). Both are compiled in, so the test campaign needs no file access.
+//! test-only bug switch, a seed that finds it (`bug <name> seed <N> [cluster <K> | scenario
+//! <name>] <which invariant>`). Both are compiled in, so the test campaign needs no file access.
 //!
 //! Invariant: a seed's result depends only on its [`Options`]; threads share nothing but the
 //! counter handing out seeds, so the set of failing seeds does not depend on the thread count.
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use annal::buggify::Bug;
 
-use crate::scenario::{run, Options, RunResult};
+use crate::scenario::{run, Options, RunResult, Scenario};
 
 /// The failing-seed corpus.
 pub const CORPUS: &str = include_str!("../../corpus/seeds.txt");
@@ -66,9 +66,21 @@ pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
         .collect()
 }
 
-/// The bug-switch table: each switch with a seed that finds it, the seed's cluster size (`None`:
-/// a single node) and the invariant that catches it.
-pub fn bug_seeds() -> Vec<(Bug, u64, Option<usize>, String)> {
+/// Splits `scenario <name> rest` into `(Some(scenario), rest)`; anything else is `(None, text)`.
+fn scenario_prefix(text: &str) -> (Option<Scenario>, String) {
+    if let Some(rest) = text.strip_prefix("scenario ") {
+        let (name, what) = rest.split_once(' ').unwrap_or((rest, ""));
+        if let Some(s) = Scenario::parse(name) {
+            return (Some(s), what.to_owned());
+        }
+    }
+    (None, text.to_owned())
+}
+
+/// The bug-switch table: each switch with a seed that finds it, the options of that seed's run
+/// without the bug ([`corpus_options`], or a maintenance scenario's quick run) and the invariant
+/// that catches it.
+pub fn bug_seeds() -> Vec<(Bug, u64, Options, String)> {
     BUGS.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -76,8 +88,14 @@ pub fn bug_seeds() -> Vec<(Bug, u64, Option<usize>, String)> {
             let mut w = l.splitn(5, ' ');
             let (b, name, s, n) = (w.next()?, w.next()?, w.next()?, w.next()?);
             (b == "bug" && s == "seed").then_some(())?;
+            let seed = n.parse().ok()?;
             let (cluster, what) = cluster_prefix(w.next().unwrap_or(""));
-            Some((Bug::parse(name)?, n.parse().ok()?, cluster, what))
+            let (scenario, what) = scenario_prefix(&what);
+            let options = match scenario {
+                Some(sc) => Options::with_scenario(seed, sc),
+                None => corpus_options(seed, cluster),
+            };
+            Some((Bug::parse(name)?, seed, options, what))
         })
         .collect()
 }

@@ -31,6 +31,7 @@ pub mod campaign;
 pub mod checker;
 pub mod client;
 pub mod history;
+pub mod maintenance;
 pub mod network;
 pub mod panics;
 pub mod rig;
@@ -38,4 +39,4 @@ pub mod scenario;
 pub mod shared;
 pub mod workload;
 
-pub use scenario::{run, Options, RunResult};
+pub use scenario::{run, Options, RunResult, Scenario};

@@ -9,6 +9,8 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
+//!          --scenario faults|backup|redact (one node: backups by the copy tool, each restored
+//!          and checked, or redactions with a crash at every step of the switch)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use annal::buggify::Bug;
 use annal_sim::campaign;
-use annal_sim::{run, Options};
+use annal_sim::{run, Options, Scenario};
 
 struct Args {
     cmd: String,
@@ -66,6 +68,10 @@ fn parse() -> Result<Args, String> {
                 i += 1;
                 continue;
             }
+            "--scenario" => {
+                let v = val(i)?;
+                a.base.scenario = Scenario::parse(&v).ok_or(format!("unknown scenario {v}; known: faults, backup, redact"))?;
+            }
             "--bug" => {
                 let v = val(i)?;
                 let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
@@ -89,11 +95,14 @@ fn parse() -> Result<Args, String> {
         }
         i += 2;
     }
+    if a.base.scenario != Scenario::Faults && (a.base.cluster || a.base.nodes != 1) {
+        return Err(format!("--scenario {} runs one node (no --nodes or --cluster)", a.base.scenario.name()));
+    }
     Ok(a)
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

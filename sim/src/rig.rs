@@ -135,7 +135,12 @@ pub struct Rig {
     pub io_delay: Option<IoDelay>,
     /// Its disk's faults.
     pub faults: Arc<SeededFaults>,
-    mem: Arc<MemDisk>,
+    /// The disk under the faults (what survives a power loss is decided here).
+    pub mem: Arc<MemDisk>,
+    /// Power losses so far (a copier on the same machine dies with each).
+    pub power_losses: Arc<std::sync::atomic::AtomicU64>,
+    /// The tap under the node's disk, in the redaction scenario.
+    pub tap: Option<Arc<crate::maintenance::Tap>>,
     rng: ChaCha8Rng,
     /// Whether the node is up (not crashed).
     pub node_up: bool,
@@ -159,7 +164,13 @@ impl Rig {
         let seed = node_seed(seed, k);
         let name = node_host(nodes, k);
         let hosts = opts.client_hosts.max(1);
-        let plan = FaultPlan::from_seed(seed, opts.duration, opts.client_hosts);
+        let mut plan = FaultPlan::from_seed(seed, opts.duration, opts.client_hosts);
+        if opts.scenario.keeps_data() {
+            // The maintenance scenarios check the acknowledged log itself: no fault may destroy it.
+            plan.kinds.retain(|k| !k.destructive());
+            plan.events.retain(|(_, e)| !matches!(e, FaultEvent::BitRot { .. } | FaultEvent::LatentSector { .. }));
+            (plan.disk.lost_write, plan.disk.misdirect) = (0.0, 0.0);
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a55_0000_0000_0001);
         let config = node_config(&mut rng);
         let workload = WorkloadConfig {
@@ -175,7 +186,12 @@ impl Rig {
         };
         let mem = Arc::new(MemDisk::default());
         let faults = SeededFaults::new(seed ^ 0xd15c_0000_0000_0002);
-        let disk: Arc<dyn Disk> = Arc::new(SeededDisk::new(mem.clone(), faults.clone()));
+        let mut disk: Arc<dyn Disk> = Arc::new(SeededDisk::new(mem.clone(), faults.clone()));
+        let tap = (opts.scenario == crate::scenario::Scenario::Redact).then(|| {
+            let t = Arc::new(crate::maintenance::Tap::new(disk.clone(), mem.clone(), std::path::Path::new("/db")));
+            disk = t.clone();
+            t
+        });
         let clock = SimClock::new(1_700_000_000_000_000 + (rng.gen_range(0..1_000_000i64) * 1_000_000));
         faults.set_clock(clock.clone());
         let io_delay: Option<IoDelay> = plan.io_delay.map(|(p, max)| {
@@ -207,6 +223,8 @@ impl Rig {
             io_delay,
             faults,
             mem,
+            power_losses: Arc::default(),
+            tap,
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x7042_0000_0000_0004),
             node_up: true,
             partitions: vec![0; hosts],
@@ -336,6 +354,7 @@ impl Rig {
             }
         }
         if power_loss {
+            self.power_losses.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if torn {
                 let r = self.mem.crash_torn(&mut self.rng);
                 self.note(now, format!("power loss with torn writes: {r:?}"));

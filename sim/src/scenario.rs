@@ -72,6 +72,46 @@ pub struct Options {
     pub cluster: bool,
     /// With `cluster`: one more node host, a read-only replica.
     pub replica: bool,
+    /// What runs besides the clients and the faults.
+    pub scenario: Scenario,
+}
+
+/// What a run exercises besides the clients and the faults (one node only, except `Faults`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// The clients and the fault plan alone (every seed's historic run).
+    Faults,
+    /// Backups by the tool's copy logic, each restored into a fresh node and checked
+    /// ([`crate::maintenance`], [`crate::checker::backup`]).
+    Backup,
+    /// Redactions with a crash at every step of the switch ([`crate::maintenance`],
+    /// [`crate::checker::redaction`]).
+    Redact,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 3] = [Scenario::Faults, Scenario::Backup, Scenario::Redact];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Faults => "faults",
+            Scenario::Backup => "backup",
+            Scenario::Redact => "redact",
+        }
+    }
+
+    /// Parses a [`Scenario::name`].
+    pub fn parse(s: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|x| x.name() == s)
+    }
+
+    /// Whether the scenario's checks need the acknowledged log intact (its runs leave out the
+    /// fault kinds that destroy committed data).
+    pub fn keeps_data(self) -> bool {
+        self != Scenario::Faults
+    }
 }
 
 impl Options {
@@ -88,7 +128,13 @@ impl Options {
             nodes: 1,
             cluster: false,
             replica: false,
+            scenario: Scenario::Faults,
         }
+    }
+
+    /// The quick run of one node with `scenario`.
+    pub fn with_scenario(seed: u64, scenario: Scenario) -> Options {
+        Options { scenario, ..Options::quick(seed) }
     }
 
     /// The quick run as one cluster of `n` members: 10 s of workload, 8 clients on 4 hosts per
@@ -124,6 +170,9 @@ impl Options {
             }
         } else if self.nodes != 1 {
             s.push_str(&format!(" --nodes {}", self.nodes));
+        }
+        if self.scenario != Scenario::Faults {
+            s.push_str(&format!(" --scenario {}", self.scenario.name()));
         }
         if self.budget != Options::quick(self.seed).budget {
             s.push_str(&format!(" --budget {}", self.budget));
@@ -213,6 +262,8 @@ enum Item {
     NetHeal,
     /// The operator asks whoever leads to resign (`POST /admin/node/resign`).
     Resign,
+    /// A redaction attempt on node 0 (the redaction scenario).
+    Redact,
 }
 
 /// The partitions between node hosts of a run of `nodes`: a few, each between two random hosts,
@@ -261,6 +312,10 @@ pub fn run(opts: &Options) -> RunResult {
         r.start_clients(&mut sim, opts.clients);
         r.set_base_latency(&sim);
     }
+    let backups = (opts.scenario == Scenario::Backup)
+        .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
+    let mut redactions = Vec::new();
+    let mut redactor = ChaCha8Rng::seed_from_u64(seed ^ 0x4ed4_0000_0000_000a);
 
     let mut queue: BTreeMap<(u64, u64), Item> = BTreeMap::new();
     let mut seq = 0u64;
@@ -296,6 +351,16 @@ pub fn run(opts: &Options) -> RunResult {
     }
     for k in 0..hosts {
         at(&mut queue, end, Item::Node(k, Action::Heal));
+    }
+    if opts.scenario == Scenario::Redact {
+        let mut t = 0u64;
+        loop {
+            t += redactor.gen_range(300_000..1_500_000);
+            if t >= end {
+                break;
+            }
+            at(&mut queue, t, Item::Redact);
+        }
     }
     let mut cut_count: BTreeMap<(usize, usize), u32> = BTreeMap::new();
     let mut links = crate::network::Links::default();
@@ -366,6 +431,11 @@ pub fn run(opts: &Options) -> RunResult {
                             let answer = cluster.resign();
                             r.note(now, format!("operator: resign the leadership -> {answer:?}"));
                         }
+                    }
+                }
+                Item::Redact => {
+                    if let Some(case) = crate::maintenance::redact_once(&rigs[0], &mut redactor, now) {
+                        redactions.push(case);
                     }
                 }
                 Item::NetHeal => {
@@ -456,6 +526,7 @@ pub fn run(opts: &Options) -> RunResult {
     }
     annal::buggify::disable();
     annal::buggify::set_bugs(&[]);
+    crate::checker::redaction::accept_redacted(&mut rigs[0].shared.history.borrow_mut(), &redactions);
     let (mut inconclusive, mut check_steps) = (Vec::new(), 0);
     let ((), check_wall) = timed(|| {
         if opts.cluster {
@@ -498,6 +569,22 @@ pub fn run(opts: &Options) -> RunResult {
             check_steps += report.steps;
         }
     });
+    {
+        // The maintenance scenarios' own checks, on node 0 (their runs have one node).
+        let r = &rigs[0];
+        let history = r.shared.history.borrow();
+        let source = r.shared.node.borrow().clone();
+        if let Some(taken) = &backups {
+            let taken = taken.borrow();
+            let report = crate::checker::backup::check(&taken, &history, &r.config, r.workload.streams, source);
+            trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
+            failures.extend(report.failures);
+        } else if opts.scenario == Scenario::Redact {
+            let report = crate::checker::redaction::check(&redactions, &r.config, r.workload.streams);
+            trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
+            failures.extend(report.failures);
+        }
+    }
     RunResult {
         options: opts.clone(),
         plans: rigs.iter().map(|r| (r.name.clone(), r.plan.clone())).collect(),

@@ -10,8 +10,8 @@
 //! `cargo test --features sim` runs a smaller campaign of other seeds (`tests/sim_seeds.rs`).
 
 use annal::buggify::Bug;
-use annal_sim::campaign::{bug_seeds, corpus_options, meta, run_and_report, show, with_corpus};
-use annal_sim::Options;
+use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus};
+use annal_sim::{Options, Scenario};
 
 #[test]
 fn corpus_then_quick_campaign() {
@@ -46,6 +46,27 @@ fn three_node_hosts() {
     assert!(lines > 300, "seed 7 on three hosts traced only {lines} lines");
 }
 
+/// The maintenance scenarios: backups restored and checked, redactions with a crash at every
+/// step; each replays exactly.
+#[test]
+fn maintenance_scenarios() {
+    let seeds: Vec<u64> = (0..20).collect();
+    for scenario in [Scenario::Backup, Scenario::Redact] {
+        let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, scenario));
+        show(&s.line(&format!("scenario {}", scenario.name()), seeds.len()));
+        let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+        assert!(failed.is_empty(), "scenario {}: failing seeds: {failed:?}", scenario.name());
+        let r = annal_sim::run(&Options::with_scenario(2, scenario));
+        let summary = match scenario {
+            Scenario::Backup => "backups: ",
+            _ => "redactions: ",
+        };
+        let line = r.trace.iter().find(|l| l.contains(summary)).cloned().unwrap_or_default();
+        assert!(!line.contains(" 0 completed") && !line.contains(" 0 attempts") && !line.is_empty(), "{line}");
+        meta(&Options::with_scenario(3, scenario)).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 #[test]
 fn determinism_canary() {
     for seed in [1, 2, 3] {
@@ -60,10 +81,10 @@ fn every_bug_switch_is_caught_by_its_seed() {
     for b in Bug::ALL {
         assert!(table.iter().any(|(x, ..)| *x == b), "corpus/bugs.txt has no seed for {}", b.name());
     }
-    for (bug, seed, cluster, what) in table {
-        let clean = annal_sim::run(&corpus_options(seed, cluster));
+    for (bug, seed, options, what) in table {
+        let clean = annal_sim::run(&options);
         assert!(clean.passed(), "seed {seed} fails without a bug:\n{}", clean.report());
-        let r = annal_sim::run(&Options { bugs: vec![bug], ..corpus_options(seed, cluster) });
+        let r = annal_sim::run(&Options { bugs: vec![bug], ..options });
         assert!(!r.passed(), "bug {} is no longer caught by seed {seed} ({what})", bug.name());
         println!("bug {} caught by seed {seed}: {}", bug.name(), r.failures[0].lines().next().unwrap_or(""));
     }

@@ -126,17 +126,17 @@ struct Run<'a> {
 impl Run<'_> {
     /// Copies one file. It is synced and renamed to its name by the next [`Run::settle`] (every
     /// directory sync and every look at the destination settles first).
+    ///
+    /// The copy runs as blocking work ([`Env::blocking`]): the backup's own task yields while a
+    /// file is copied, and in the simulator the node runs on between any two files.
     async fn copy(&mut self, from: &Path, to: &Path) -> Result<Copied, BackupError> {
         (self.progress)(Progress::File(from));
-        let mut done = self.summary.bytes_copied;
-        let planned = self.planned;
-        let progress = &mut *self.progress;
-        let r = copy_data(self.env, from, to, &mut |n| {
-            done += n;
-            progress(Progress::Bytes { done, planned: planned.max(done) });
-        })?;
+        let (env, f, t) = (self.env.clone(), from.to_path_buf(), to.to_path_buf());
+        let r = self.env.blocking(move || copy_data(&env, &f, &t, &mut |_| {})).await?;
         let Some(unsynced) = r else { return Ok(Copied::Vanished) };
         let n = unsynced.bytes;
+        let done = self.summary.bytes_copied + n;
+        (self.progress)(Progress::Bytes { done, planned: self.planned.max(done) });
         self.summary.files_copied += 1;
         self.summary.bytes_copied += n;
         self.batch.push(unsynced);
@@ -418,7 +418,32 @@ async fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupE
         }
     }
     run.sync_dir(bd).await?;
-    // (2) The checkpoints, in order.
+    // (2) before (3) and (4): the checkpoints name no more of the log than the chunks hold. The
+    // test-only bug switch copies them the other way round, for the simulator to catch.
+    let listed = if crate::buggify::bug(crate::buggify::Bug::BackupChunksBeforeCheckpoints) {
+        let listed = copy_chunks(run, sd, bd).await?;
+        copy_checkpoints(run, sd, bd).await?;
+        listed
+    } else {
+        copy_checkpoints(run, sd, bd).await?;
+        copy_chunks(run, sd, bd).await?
+    };
+    // (5) Chunks the source no longer has, the .old file and leftovers of interrupted copies.
+    for name in env.disk.list(bd).map_err(BackupError::io("list", bd))? {
+        let stale = chunk::is_chunk_name(&name) && !listed.contains(&name);
+        if stale || name.ends_with(".old") || name.ends_with(PARTIAL) {
+            run.remove(&bd.join(&name))?;
+        }
+    }
+    run.sync_dir(bd).await?;
+    run.summary.chunks = listed.len() as u64;
+    run.summary.chaser = read_checkpoint(env, &bd.join("chaser.chk"))?;
+    run.summary.writer = read_checkpoint(env, &bd.join("writer.chk"))?;
+    Ok(())
+}
+
+/// The log step (2): the checkpoints, in order.
+async fn copy_checkpoints(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupError> {
     for name in LOG_CHECKPOINTS {
         let from = sd.join(name);
         run.plan(&from);
@@ -430,10 +455,15 @@ async fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupE
             });
         }
     }
-    run.sync_dir(bd).await?;
-    // (3), (4): every chunk file of the source; listed again while a scavenge replaces some.
+    run.sync_dir(bd).await
+}
+
+/// The log steps (3) and (4): every chunk file of the source the backup lacks, listed again while
+/// a scavenge replaces some. Returns the last listing.
+async fn copy_chunks(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<BTreeSet<String>, BackupError> {
+    let env = run.env;
     let mut rounds = 0u32;
-    let listed = loop {
+    loop {
         let listed: BTreeSet<String> = env
             .disk
             .list(sd)
@@ -460,21 +490,9 @@ async fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupE
         }
         run.settle().await?;
         if !vanished {
-            break listed;
+            return Ok(listed);
         }
         run.summary.relisted += 1;
         rounds = bump(rounds, sd, "chunk files kept vanishing")?;
-    };
-    // (5) Chunks the source no longer has, the .old file and leftovers of interrupted copies.
-    for name in env.disk.list(bd).map_err(BackupError::io("list", bd))? {
-        let stale = chunk::is_chunk_name(&name) && !listed.contains(&name);
-        if stale || name.ends_with(".old") || name.ends_with(PARTIAL) {
-            run.remove(&bd.join(&name))?;
-        }
     }
-    run.sync_dir(bd).await?;
-    run.summary.chunks = listed.len() as u64;
-    run.summary.chaser = read_checkpoint(env, &bd.join("chaser.chk"))?;
-    run.summary.writer = read_checkpoint(env, &bd.join("writer.chk"))?;
-    Ok(())
 }

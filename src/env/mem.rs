@@ -208,6 +208,31 @@ impl MemDisk {
         Ok(())
     }
 
+    /// What a power loss now would leave below `under`: each durable name with its durable bytes,
+    /// in path order. The disk is not changed (the simulator checks such states on other disks).
+    pub fn durable_files(&self, under: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let st = lock(&self.state);
+        st.durable_names
+            .iter()
+            .filter(|(p, _)| p.starts_with(under))
+            .map(|(p, id)| (p.clone(), lock(&st.files[id]).durable.clone()))
+            .collect()
+    }
+
+    /// A disk holding `files`, every one durable.
+    pub fn with_files(files: &[(PathBuf, Vec<u8>)]) -> io::Result<MemDisk> {
+        let disk = MemDisk::default();
+        for (path, bytes) in files {
+            let dir = super::parent(path);
+            disk.create_dir_all(dir)?;
+            let f = disk.open(path, OpenMode::CreateTruncate)?;
+            f.write_all_at(bytes, 0)?;
+            f.sync_data()?;
+            disk.sync_dir(dir)?;
+        }
+        Ok(disk)
+    }
+
     /// Total bytes held (current contents).
     pub fn used_bytes(&self) -> u64 {
         let st = lock(&self.state);

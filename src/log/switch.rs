@@ -12,7 +12,9 @@
 //! synced (a crash from here on recovers to the new version, the highest), then it replaces the
 //! old chunk in the chunk map in one step under the map's lock, and the old file is removed.
 //! Readers that hold the old chunk finish their read on it; readers after the switch see the new
-//! one: never a mix.
+//! one: never a mix. A failure after the rename poisons the log (it refuses writes and further
+//! switches until a restart, which opens the new version): the chunk map never keeps serving a
+//! version older than the newest file of the chunk.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
@@ -135,6 +137,9 @@ impl Log {
                 return Err(SwitchError::BadName(n.to_string()));
             }
         }
+        if self.is_poisoned() {
+            return Err(SwitchError::Log(LogError::Poisoned));
+        }
         let (start, version) =
             chunk::parse_file_name(target).ok_or_else(|| SwitchError::BadName(target.into()))?;
         if !candidate.ends_with(".tmp") {
@@ -164,14 +169,16 @@ impl Log {
         let cpath = self.cfg.dir.join(candidate);
         let cfile = self.env.disk.open(&cpath, OpenMode::Read).map_err(LogError::io("open", &cpath))?;
         let clen = cfile.len().map_err(LogError::io("stat", &cpath))?;
-        if clen != expected.len() as u64 {
+        if clen != expected.len() as u64 && !crate::buggify::bug(crate::buggify::Bug::SwitchWithoutValidation) {
             return Err(SwitchError::Mismatch {
                 file: candidate.into(),
                 offset: clen.min(expected.len() as u64),
             });
         }
         let got = cfile.read_vec_at(clen as usize, 0).map_err(LogError::io("read", &cpath))?;
-        if let Some(i) = got.iter().zip(&expected).position(|(a, b)| a != b) {
+        // The test-only bug switch takes the candidate on trust, for the simulator to catch.
+        let validate = !crate::buggify::bug(crate::buggify::Bug::SwitchWithoutValidation);
+        if let Some(i) = got.iter().zip(&expected).position(|(a, b)| a != b).filter(|_| validate) {
             return Err(SwitchError::Mismatch { file: candidate.into(), offset: i as u64 });
         }
         drop(cfile);
@@ -193,9 +200,25 @@ impl Log {
         w.sync_data().map_err(LogError::io("sync", &cpath))?;
         drop(w);
         self.env.disk.rename(&cpath, &path).map_err(LogError::io("rename", &cpath))?;
+        // From here on the new version is (or may become) the chunk a restart opens. Should it not
+        // also go into service now, the log is poisoned (read-only until a restart, which opens
+        // it): a chunk map that kept the old version would serve the event unredacted, and a later
+        // switch of the chunk would build on the old version and undo this redaction.
+        let installed = self.put_in_service(&old, &path, next);
+        if installed.is_err() {
+            tracing::error!(chunk = %path.display(), "redaction switch failed after its rename: the log stops accepting writes");
+            self.poisoned.store(true, std::sync::atomic::Ordering::Release);
+        }
+        installed?;
+        Ok(chunk::file_name(start, next))
+    }
+
+    /// The switch's last steps: the renamed candidate at `path` (version `next`) made durable and
+    /// put in service in place of `old`.
+    fn put_in_service(&self, old: &Chunk, path: &std::path::Path, next: u32) -> Result<(), LogError> {
         self.env.disk.sync_dir(&self.cfg.dir).map_err(LogError::io("sync directory", &self.cfg.dir))?;
-        let file = self.env.disk.open(&path, OpenMode::ReadWrite).map_err(LogError::io("open", &path))?;
-        let header = read_header(&*file, &path)?;
+        let file = self.env.disk.open(path, OpenMode::ReadWrite).map_err(LogError::io("open", path))?;
+        let header = read_header(&*file, path)?;
         let layout = match &old.layout {
             Layout::Plain => Layout::Plain,
             Layout::Mapped { map, data_len } => Layout::Mapped { map: map.clone(), data_len: *data_len },
@@ -204,12 +227,11 @@ impl Log {
         let new = Arc::new(Chunk {
             header,
             version: next,
-            path: path.clone(),
+            path: path.to_path_buf(),
             file,
             data_end: AtomicU64::new(data_end),
             layout,
         });
-        self.install(new)?;
-        Ok(chunk::file_name(start, next))
+        self.install(new)
     }
 }

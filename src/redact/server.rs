@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::{Position, Reply, Request, SOCKET};
 use crate::node::Node;
-use crate::store::ReadError;
+use crate::store::{ReadError, Store};
 
 /// Opens the socket and serves it until the node shuts down.
 pub fn start(node: Arc<Node>) -> std::io::Result<()> {
@@ -68,47 +68,60 @@ async fn serve(node: Arc<Node>, conn: tokio::net::UnixStream) {
     }
 }
 
-async fn handle(node: &Arc<Node>, req: Request) -> Reply {
+/// Answers one request (the socket's task runs the disk work as blocking work).
+pub async fn handle(node: &Arc<Node>, req: Request) -> Reply {
     let store = node.store().clone();
     match req {
         Request::Positions { stream, event_number } => {
             let now = node.env().clock.wall_micros();
-            node.env()
-                .blocking(move || match store.read_event(&stream, event_number, false, now) {
-                    Ok(Some(e)) => {
-                        let pos = e.event.position;
-                        let positions = store
-                            .log()
-                            .locate(pos)
-                            .map(|l| Position {
-                                log_position: pos,
-                                file: l.file,
-                                file_offset: l.file_offset,
-                                complete: l.complete,
-                            })
-                            .into_iter()
-                            .collect();
-                        Reply::Positions { positions }
-                    }
-                    Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => {
-                        Reply::Positions { positions: Vec::new() }
-                    }
-                    Err(e) => Reply::Error { message: format!("{e:?}") },
-                })
-                .await
+            node.env().blocking(move || positions(&store, &stream, event_number, now)).await
         }
         Request::Switch { target, candidate, positions } => {
-            if let Some(id) = node.scavenger().current() {
-                return Reply::Error {
-                    message: format!("scavenge {id} is running; stop it before redacting"),
-                };
+            if let Some(refused) = refuse_switch(node) {
+                return refused;
             }
-            node.env()
-                .blocking(move || match store.log().switch_redacted(&target, &candidate, &positions) {
-                    Ok(file) => Reply::Switched { file },
-                    Err(e) => Reply::Error { message: e.to_string() },
-                })
-                .await
+            node.env().blocking(move || switch(&store, &target, &candidate, &positions)).await
         }
+    }
+}
+
+/// Why a switch may not run now: a scavenge runs (both replace chunk files).
+pub fn refuse_switch(node: &Node) -> Option<Reply> {
+    node.scavenger().current().map(|id| Reply::Error {
+        message: format!("scavenge {id} is running; stop it before redacting"),
+    })
+}
+
+/// The answer to [`Request::Positions`]: where the records of event `event_number` of `stream`
+/// lie (none: no such event).
+pub fn positions(store: &Store, stream: &str, event_number: i64, now_us: i64) -> Reply {
+    match store.read_event(stream, event_number, false, now_us) {
+        Ok(Some(e)) => {
+            let pos = e.event.position;
+            let positions = store
+                .log()
+                .locate(pos)
+                .map(|l| Position {
+                    log_position: pos,
+                    file: l.file,
+                    file_offset: l.file_offset,
+                    complete: l.complete,
+                })
+                .into_iter()
+                .collect();
+            Reply::Positions { positions }
+        }
+        Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => {
+            Reply::Positions { positions: Vec::new() }
+        }
+        Err(e) => Reply::Error { message: format!("{e:?}") },
+    }
+}
+
+/// The answer to [`Request::Switch`] (see [`crate::log::Log::switch_redacted`]).
+pub fn switch(store: &Store, target: &str, candidate: &str, positions: &[u64]) -> Reply {
+    match store.log().switch_redacted(target, candidate, positions) {
+        Ok(file) => Reply::Switched { file },
+        Err(e) => Reply::Error { message: e.to_string() },
     }
 }

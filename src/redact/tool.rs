@@ -155,7 +155,7 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
     let (r, w) = conn.into_split();
     let mut conn = Conn { lines: BufReader::new(r).lines(), w };
     println!("Database: {}", db.display());
-    let mut by_chunk: BTreeMap<String, Vec<(Position, i64, String)>> = BTreeMap::new();
+    let mut by_chunk: BTreeMap<String, Vec<(Position, (i64, String))>> = BTreeMap::new();
     for (n, stream) in &events {
         let Reply::Positions { positions } =
             conn.ask(&Request::Positions { stream: stream.clone(), event_number: *n }).await?
@@ -174,14 +174,14 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
                     p.file
                 )));
             }
-            by_chunk.entry(p.file.clone()).or_default().push((p, *n, stream.clone()));
+            by_chunk.entry(p.file.clone()).or_default().push((p, (*n, stream.clone())));
         }
     }
     println!("Event positions retrieved");
     let env = crate::env::real::env();
     for (file, evs) in by_chunk {
         let tmp = db.join(format!("{file}.tmp"));
-        let positions: Vec<u64> = evs.iter().map(|(p, _, _)| p.log_position).collect();
+        let positions: Vec<u64> = evs.iter().map(|(p, _)| p.log_position).collect();
         let r = redact_copy(&env, &db.join(&file), &tmp, &evs);
         let r = match r {
             Ok(()) => {
@@ -197,7 +197,7 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
         match r {
             Ok(Reply::Switched { file: new }) => {
                 println!("{new} redacted");
-                for (_, n, s) in &evs {
+                for (_, (n, s)) in &evs {
                     println!("Event {n} in stream {s} redacted");
                 }
             }
@@ -212,19 +212,15 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
     Ok(())
 }
 
-/// Copies chunk `from` to `tmp` with the events redacted, synced.
-fn redact_copy(
-    env: &Env,
-    from: &Path,
-    tmp: &Path,
-    evs: &[(Position, i64, String)],
-) -> Result<(), RedactError> {
+/// Copies chunk `from` to `tmp` with the events at `evs` redacted, synced (the tool's step
+/// before it asks for the switch).
+pub fn redact_copy<T>(env: &Env, from: &Path, tmp: &Path, evs: &[(Position, T)]) -> Result<(), RedactError> {
     let io = |what: String| move |source| RedactError::Io { what, source };
     let mut bytes = env.read_file(from).map_err(io(format!("read {}", from.display())))?;
     let header =
         ChunkHeader::decode(&bytes).map_err(|d| RedactError::Refused(format!("{}: {d}", from.display())))?;
     let offsets: BTreeMap<u64, u64> =
-        evs.iter().map(|(p, _, _)| (p.log_position, p.file_offset - HEADER_SIZE)).collect();
+        evs.iter().map(|(p, _)| (p.log_position, p.file_offset - HEADER_SIZE)).collect();
     let positions: Vec<u64> = offsets.keys().copied().collect();
     crate::log::redact_chunk_bytes(&mut bytes, header.chunk_size, &positions, |p| offsets.get(&p).copied())
         .map_err(|e| RedactError::Refused(e.to_string()))?;

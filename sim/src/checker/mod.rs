@@ -22,7 +22,15 @@
 //! - [`election`]: after healing, a leader within a bound of simulated time.
 //! - [`convergence`]: after healing, every member's committed log is the same, byte for byte.
 //!
-//! [`stream_model`] is not an invariant: it is the model of one stream that the linearizability
+//! The maintenance scenarios add:
+//!
+//! - [`backup`]: every completed backup restores into a node that starts, serves nothing
+//!   corrupt and holds a prefix of the log with every append acknowledged before it began.
+//! - [`redaction`]: after a crash at any step of a redaction the chunk is the old or the new one,
+//!   every other event reads unchanged, and only the exact redaction is switched in.
+//!
+//! [`reopen`] (opening a database held as files in a fresh node) is not an invariant, nor is
+//! [`stream_model`]: it is the model of one stream that the linearizability
 //! search runs on.
 //!
 //! [`check`] runs all the history checks of one node. A linearizability search that runs out of
@@ -32,6 +40,7 @@
 //! Invariant: every check is a pure function of its inputs (no clock, no randomness, budgets in
 //! steps, not time), so a seed's verdict replays exactly.
 
+pub mod backup;
 pub mod convergence;
 pub mod durability;
 pub mod election;
@@ -42,6 +51,8 @@ pub mod no_panic;
 pub mod one_leader;
 pub mod protocol;
 pub mod published;
+pub mod redaction;
+pub mod reopen;
 pub mod stream_model;
 
 use crate::history::History;
