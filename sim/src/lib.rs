@@ -21,10 +21,14 @@
 //! leader committed it, a leader after healing, identical committed logs) beside the history
 //! checks.
 //!
+//! The maintenance scenarios ([`Scenario::Backup`], [`Scenario::Redact`], `--scenario`) add to a
+//! single-node run backups by the tool's copy logic, each restored into a fresh node and checked,
+//! or redactions with every crash state of the switch opened and read ([`maintenance`]).
+//!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
-//! between cluster members), [`shared`] (trace and
+//! between cluster members), [`maintenance`] (the backup copier and the redactions), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
 pub mod campaign;

@@ -70,7 +70,8 @@ fn parse() -> Result<Args, String> {
             }
             "--scenario" => {
                 let v = val(i)?;
-                a.base.scenario = Scenario::parse(&v).ok_or(format!("unknown scenario {v}; known: faults, backup, redact"))?;
+                a.base.scenario = Scenario::parse(&v)
+                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact"))?;
             }
             "--bug" => {
                 let v = val(i)?;

@@ -199,7 +199,8 @@ pub fn start_copier(sim: &mut turmoil::Sim, rig: &Rig, duration: Duration) -> Rc
     let taken: Rc<RefCell<Vec<Taken>>> = Rc::default();
     let out = taken.clone();
     let disk = Arc::new(CopierDisk::new(rig.mem.clone(), rig.power_losses.clone()));
-    let (mem, clock, shared, node) = (rig.mem.clone(), rig.clock.clone(), rig.shared.clone(), rig.name.clone());
+    let (mem, clock, shared, node) =
+        (rig.mem.clone(), rig.clock.clone(), rig.shared.clone(), rig.name.clone());
     let seed = rig.seed;
     sim.client(COPIER, async move {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xb0c4_0000_0000_0008);
@@ -453,7 +454,8 @@ pub fn redact_once(rig: &Rig, rng: &mut ChaCha8Rng, now: u64) -> Option<Case> {
     let store = node.store().clone();
     let wall = annal::env::Clock::wall_micros(&*rig.clock);
     let id = store.read_event(&stream, number, false, wall).ok().flatten()?.event.id;
-    let Reply::Positions { positions } = annal::redact::server::positions(&store, &stream, number, wall) else {
+    let Reply::Positions { positions } = annal::redact::server::positions(&store, &stream, number, wall)
+    else {
         return None;
     };
     let p = positions.into_iter().next()?;
@@ -504,7 +506,17 @@ pub fn redact_once(rig: &Rig, rng: &mut ChaCha8Rng, now: u64) -> Option<Case> {
             states.len()
         ),
     );
-    Some(Case { at: now, stream, number, id, position: p.log_position, file: p.file, candidate, reply, states })
+    Some(Case {
+        at: now,
+        stream,
+        number,
+        id,
+        position: p.log_position,
+        file: p.file,
+        candidate,
+        reply,
+        states,
+    })
 }
 
 /// Another event record of the chunk `p` lies in, if there is one.

@@ -168,7 +168,8 @@ impl Rig {
         if opts.scenario.keeps_data() {
             // The maintenance scenarios check the acknowledged log itself: no fault may destroy it.
             plan.kinds.retain(|k| !k.destructive());
-            plan.events.retain(|(_, e)| !matches!(e, FaultEvent::BitRot { .. } | FaultEvent::LatentSector { .. }));
+            plan.events
+                .retain(|(_, e)| !matches!(e, FaultEvent::BitRot { .. } | FaultEvent::LatentSector { .. }));
             (plan.disk.lost_write, plan.disk.misdirect) = (0.0, 0.0);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a55_0000_0000_0001);
@@ -188,7 +189,11 @@ impl Rig {
         let faults = SeededFaults::new(seed ^ 0xd15c_0000_0000_0002);
         let mut disk: Arc<dyn Disk> = Arc::new(SeededDisk::new(mem.clone(), faults.clone()));
         let tap = (opts.scenario == crate::scenario::Scenario::Redact).then(|| {
-            let t = Arc::new(crate::maintenance::Tap::new(disk.clone(), mem.clone(), std::path::Path::new("/db")));
+            let t = Arc::new(crate::maintenance::Tap::new(
+                disk.clone(),
+                mem.clone(),
+                std::path::Path::new("/db"),
+            ));
             disk = t.clone();
             t
         });

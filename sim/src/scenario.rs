@@ -576,7 +576,8 @@ pub fn run(opts: &Options) -> RunResult {
         let source = r.shared.node.borrow().clone();
         if let Some(taken) = &backups {
             let taken = taken.borrow();
-            let report = crate::checker::backup::check(&taken, &history, &r.config, r.workload.streams, source);
+            let report =
+                crate::checker::backup::check(&taken, &history, &r.config, r.workload.streams, source);
             trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
             failures.extend(report.failures);
         } else if opts.scenario == Scenario::Redact {

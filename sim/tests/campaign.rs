@@ -62,7 +62,10 @@ fn maintenance_scenarios() {
             _ => "redactions: ",
         };
         let line = r.trace.iter().find(|l| l.contains(summary)).cloned().unwrap_or_default();
-        assert!(!line.contains(" 0 completed") && !line.contains(" 0 attempts") && !line.is_empty(), "{line}");
+        assert!(
+            !line.contains(" 0 completed") && !line.contains(" 0 attempts") && !line.is_empty(),
+            "{line}"
+        );
         meta(&Options::with_scenario(3, scenario)).unwrap_or_else(|e| panic!("{e}"));
     }
 }

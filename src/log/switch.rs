@@ -169,7 +169,8 @@ impl Log {
         let cpath = self.cfg.dir.join(candidate);
         let cfile = self.env.disk.open(&cpath, OpenMode::Read).map_err(LogError::io("open", &cpath))?;
         let clen = cfile.len().map_err(LogError::io("stat", &cpath))?;
-        if clen != expected.len() as u64 && !crate::buggify::bug(crate::buggify::Bug::SwitchWithoutValidation) {
+        if clen != expected.len() as u64 && !crate::buggify::bug(crate::buggify::Bug::SwitchWithoutValidation)
+        {
             return Err(SwitchError::Mismatch {
                 file: candidate.into(),
                 offset: clen.min(expected.len() as u64),

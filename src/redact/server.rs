@@ -87,9 +87,9 @@ pub async fn handle(node: &Arc<Node>, req: Request) -> Reply {
 
 /// Why a switch may not run now: a scavenge runs (both replace chunk files).
 pub fn refuse_switch(node: &Node) -> Option<Reply> {
-    node.scavenger().current().map(|id| Reply::Error {
-        message: format!("scavenge {id} is running; stop it before redacting"),
-    })
+    node.scavenger()
+        .current()
+        .map(|id| Reply::Error { message: format!("scavenge {id} is running; stop it before redacting") })
 }
 
 /// The answer to [`Request::Positions`]: where the records of event `event_number` of `stream`

@@ -34,7 +34,13 @@ pub struct Report {
 
 /// Checks every backup in `taken` against the history `h` and the source node as it ended
 /// (`None`: it was down).
-pub fn check(taken: &[Taken], h: &History, config: &Config, streams: usize, source: Option<Arc<Node>>) -> Report {
+pub fn check(
+    taken: &[Taken],
+    h: &History,
+    config: &Config,
+    streams: usize,
+    source: Option<Arc<Node>>,
+) -> Report {
     let mut report = Report::default();
     let mut sent: BTreeMap<[u8; 16], (&str, serde_json::Value)> = BTreeMap::new();
     for op in &h.ops {
@@ -77,12 +83,18 @@ pub fn check(taken: &[Taken], h: &History, config: &Config, streams: usize, sour
             }
             let node = match reopen::open(&env, config) {
                 Ok(n) => n,
-                Err(e) => return report.failures.push(format!("the node restored from {what} refuses to start: {e}")),
+                Err(e) => {
+                    return report
+                        .failures
+                        .push(format!("the node restored from {what} refuses to start: {e}"))
+                }
             };
             for (name, r) in reopen::read_streams(&node, streams) {
                 let served = match r {
                     Err(e) => {
-                        report.failures.push(format!("the node restored from {what} fails to read {name}: {e}"));
+                        report
+                            .failures
+                            .push(format!("the node restored from {what} fails to read {name}: {e}"));
                         continue;
                     }
                     Ok(Err(_)) => Vec::new(),
@@ -90,7 +102,8 @@ pub fn check(taken: &[Taken], h: &History, config: &Config, streams: usize, sour
                 };
                 events += served.len() as u64;
                 for (i, e) in served.iter().enumerate() {
-                    let data: serde_json::Value = serde_json::from_slice(&e.data).unwrap_or(serde_json::Value::Null);
+                    let data: serde_json::Value =
+                        serde_json::from_slice(&e.data).unwrap_or(serde_json::Value::Null);
                     let bad = match sent.get(&e.id) {
                         None => Some("an event id no client ever sent".to_owned()),
                         Some((s, _)) if *s != name => Some(format!("an event sent to stream {s}")),
@@ -136,7 +149,9 @@ pub fn check(taken: &[Taken], h: &History, config: &Config, streams: usize, sour
                     let rec = match rec {
                         Ok(r) => r,
                         Err(e) => {
-                            report.failures.push(format!("the node restored from {what} has a corrupt log record: {e}"));
+                            report
+                                .failures
+                                .push(format!("the node restored from {what} has a corrupt log record: {e}"));
                             break;
                         }
                     };

@@ -72,7 +72,11 @@ fn is_redaction_of(new: &Served, old: &Served) -> bool {
 }
 
 /// Opens `files` and reads the streams.
-fn read_state(files: &[(std::path::PathBuf, Vec<u8>)], config: &Config, streams: usize) -> Result<Vec<(String, Stream)>, String> {
+fn read_state(
+    files: &[(std::path::PathBuf, Vec<u8>)],
+    config: &Config,
+    streams: usize,
+) -> Result<Vec<(String, Stream)>, String> {
     let env = reopen::env_with(files)?;
     let node = reopen::open(&env, config)?;
     Ok(reopen::read_streams(&node, streams))
@@ -99,13 +103,17 @@ pub fn check(cases: &[Case], config: &Config, streams: usize) -> Report {
             refused += 1;
         }
         if ok && c.candidate != Candidate::Good {
-            report.failures.push(format!("{what}: the node switched in a candidate that is not the redaction asked for"));
+            report.failures.push(format!(
+                "{what}: the node switched in a candidate that is not the redaction asked for"
+            ));
         }
         reopen::in_runtime(|| {
             let Some(first) = c.states.first() else { return };
             let before = match read_state(first, config, streams) {
                 Ok(b) => b,
-                Err(e) => return report.failures.push(format!("{what}: the database before it does not open: {e}")),
+                Err(e) => {
+                    return report.failures.push(format!("{what}: the database before it does not open: {e}"))
+                }
             };
             for (k, state) in c.states.iter().enumerate().skip(1) {
                 states += 1;
