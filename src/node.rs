@@ -238,6 +238,7 @@ impl Node {
         }
         if self.config.enable_unix_socket {
             crate::redact::server::start(self.clone())
+                .await
                 .map_err(|source| NodeError::Bind { addr: local, source })?;
         }
         let node = self.clone();

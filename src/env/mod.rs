@@ -182,12 +182,38 @@ pub trait Listener: Send {
     fn local_addr(&self) -> io::Result<SocketAddr>;
 }
 
+/// A connection to a local socket and the user id of the process at its other end (`None` when it
+/// cannot be told).
+pub type LocalConn = (Box<dyn Conn>, Option<u32>);
+
+/// A listening local (unix domain) socket, for administration by processes of the same machine.
+pub trait LocalListener: Send {
+    /// Waits for the next connection.
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<LocalConn>>;
+    /// The user id the listening process runs as (`None` when it cannot be told).
+    fn owner_uid(&self) -> Option<u32>;
+}
+
 /// The network.
 pub trait Net: Send + Sync {
     /// Binds a listener.
     fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>>;
     /// Opens a connection.
     fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>>;
+
+    /// Listens on a local socket at `path` (a stale socket file there is replaced) that only the
+    /// listening process's own user may open: the real one is a unix domain socket made mode
+    /// 0600. Environments without local sockets (the default: in-memory and simulated) refuse.
+    fn listen_local(&self, path: &Path) -> BoxFuture<'_, io::Result<Box<dyn LocalListener>>> {
+        let what = format!("{}: this environment has no local sockets", path.display());
+        Box::pin(async move { Err(io::Error::new(io::ErrorKind::Unsupported, what)) })
+    }
+
+    /// Connects to the local socket at `path` (see [`Net::listen_local`]).
+    fn connect_local(&self, path: &Path) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        let what = format!("{}: this environment has no local sockets", path.display());
+        Box::pin(async move { Err(io::Error::new(io::ErrorKind::Unsupported, what)) })
+    }
 }
 
 /// Task spawning, timers and blocking work.

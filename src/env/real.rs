@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{
-    BoxFuture, Clock, Conn, Disk, Env, File, Lane, Listener, Net, OpenMode, OsStats, Runtime, DIRECT_BLOCK,
+    BoxFuture, Clock, Conn, Disk, Env, File, Lane, Listener, LocalListener, Net, OpenMode, OsStats, Runtime,
+    DIRECT_BLOCK,
 };
 
 /// Builds the production environment. Must be called inside a tokio runtime.
@@ -369,7 +370,46 @@ impl Listener for RealListener {
     }
 }
 
+/// A unix domain socket listener; peers are told by `SO_PEERCRED`.
+struct RealLocalListener(tokio::net::UnixListener);
+
+impl LocalListener for RealLocalListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<super::LocalConn>> {
+        Box::pin(async move {
+            let (s, _) = self.0.accept().await?;
+            let uid = s.peer_cred().ok().map(|c| c.uid());
+            Ok((Box::new(s) as Box<dyn Conn>, uid))
+        })
+    }
+    fn owner_uid(&self) -> Option<u32> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Some(unsafe { libc::geteuid() })
+    }
+}
+
 impl Net for RealNet {
+    fn listen_local(&self, path: &Path) -> BoxFuture<'_, io::Result<Box<dyn LocalListener>>> {
+        let path = path.to_path_buf();
+        Box::pin(async move {
+            use std::os::unix::fs::PermissionsExt;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            let l = tokio::net::UnixListener::bind(&path)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            Ok(Box::new(RealLocalListener(l)) as Box<dyn LocalListener>)
+        })
+    }
+    fn connect_local(&self, path: &Path) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        let path = path.to_path_buf();
+        Box::pin(async move {
+            let s = tokio::net::UnixStream::connect(&path).await?;
+            Ok(Box::new(s) as Box<dyn Conn>)
+        })
+    }
+
     fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
         Box::pin(async move {
             let l = tokio::net::TcpListener::bind(addr).await?;

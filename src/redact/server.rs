@@ -1,56 +1,62 @@
 //! The node's side of redaction: the unix socket in `db/` and its two requests.
 //!
 //! Only the node's own user may talk to it: the socket file is made mode 0600 and each
-//! connection's peer uid (`SO_PEERCRED`) must equal the node's, or the connection gets an error
-//! and is closed. A switch is refused while a scavenge runs (both replace chunk files).
+//! connection's peer uid (`SO_PEERCRED` on the real socket) must equal the node's ([`admit`]), or
+//! the connection gets an error and is closed. A switch is refused while a scavenge runs (both
+//! replace chunk files).
 //!
-//! The socket is a local administration channel of the real node, opened with tokio's unix
-//! listener; the simulated node runs without it.
-#![allow(clippy::disallowed_methods)]
+//! The socket comes from the Env seam ([`crate::env::Net::listen_local`]); environments without
+//! local sockets (in-memory, simulated) refuse it, and the simulator calls [`positions`] and
+//! [`switch`], what the socket serves, directly.
 
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::{Position, Reply, Request, SOCKET};
+use crate::env::Conn;
 use crate::node::Node;
 use crate::store::{ReadError, Store};
 
 /// Opens the socket and serves it until the node shuts down.
-pub fn start(node: Arc<Node>) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
+pub async fn start(node: Arc<Node>) -> std::io::Result<()> {
     let path = node.config().db.join(SOCKET);
-    match std::fs::remove_file(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = tokio::net::UnixListener::bind(&path)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    let mut listener = node.env().net.listen_local(&path).await?;
+    let owner = listener.owner_uid();
     let mut shutdown = node.shutdown_requested();
-    tokio::spawn(async move {
+    let env = node.env().clone();
+    env.rt.spawn(Box::pin(async move {
         loop {
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
                 r = listener.accept() => match r {
-                    Ok((conn, _)) => { tokio::spawn(serve(node.clone(), conn)); }
+                    Ok((conn, peer)) => node.env().rt.spawn(Box::pin(serve(node.clone(), conn, admit(owner, peer)))),
                     Err(e) => tracing::warn!(error = %e, "redaction socket: accept failed"),
                 },
             }
         }
-        let _ = std::fs::remove_file(&path);
-    });
+        let _ = node.env().disk.remove(&path);
+    }));
     Ok(())
 }
 
-async fn serve(node: Arc<Node>, conn: tokio::net::UnixStream) {
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let peer = conn.peer_cred().map(|c| c.uid()).ok();
-    let (r, mut w) = conn.into_split();
-    if peer != Some(me) {
-        let reply = Reply::Error { message: format!("the redaction socket serves only user {me}") };
+/// Whether a connection from a process of user `peer` may use the socket of a node running as
+/// user `owner` (`None`: unknown). Only the node's own user may: anything else gets the error
+/// returned, and nothing it sends is read.
+pub fn admit(owner: Option<u32>, peer: Option<u32>) -> Result<(), Reply> {
+    match (owner, peer) {
+        (Some(me), Some(them)) if me == them => Ok(()),
+        (Some(me), _) => Err(Reply::Error { message: format!("the redaction socket serves only user {me}") }),
+        (None, _) => Err(Reply::Error {
+            message: "the redaction socket cannot tell which user the node runs as".into(),
+        }),
+    }
+}
+
+async fn serve(node: Arc<Node>, conn: Box<dyn Conn>, admitted: Result<(), Reply>) {
+    let (r, mut w) = tokio::io::split(conn);
+    if let Err(reply) = admitted {
         let _ =
             w.write_all(format!("{}\n", serde_json::to_string(&reply).unwrap_or_default()).as_bytes()).await;
         return;
@@ -123,5 +129,21 @@ pub fn switch(store: &Store, target: &str, candidate: &str, positions: &[u64]) -
     match store.log().switch_redacted(target, candidate, positions) {
         Ok(file) => Reply::Switched { file },
         Err(e) => Reply::Error { message: e.to_string() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_nodes_own_user_is_admitted() {
+        assert_eq!(admit(Some(1000), Some(1000)), Ok(()));
+        let other = admit(Some(1000), Some(1001)).unwrap_err();
+        assert_eq!(other, Reply::Error { message: "the redaction socket serves only user 1000".into() });
+        assert!(admit(Some(0), Some(1000)).is_err(), "not even root's node serves another user");
+        assert!(admit(Some(1000), Some(0)).is_err(), "root is another user too");
+        assert!(admit(Some(1000), None).is_err(), "a peer that cannot be told apart is refused");
+        assert!(admit(None, Some(1000)).is_err());
     }
 }

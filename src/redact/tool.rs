@@ -6,7 +6,6 @@
 //! switch it in. A refused switch removes the copy.
 //!
 //! Exit codes: 0 done, 1 refused or failed, 2 a bad command line.
-#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,9 +96,12 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
+/// An event as the command line names it: number and stream.
+type Named = (i64, String);
+
 struct Conn {
-    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
-    w: tokio::net::unix::OwnedWriteHalf,
+    lines: tokio::io::Lines<BufReader<tokio::io::ReadHalf<Box<dyn crate::env::Conn>>>>,
+    w: tokio::io::WriteHalf<Box<dyn crate::env::Conn>>,
 }
 
 impl Conn {
@@ -148,14 +150,15 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
     let db = db.ok_or_else(|| RedactError::Usage("--db is required".into()))?;
     let events = parse_events(&events.ok_or_else(|| RedactError::Usage("--events is required".into()))?)?;
     let sock = db.join(SOCKET);
-    let conn = tokio::net::UnixStream::connect(&sock).await.map_err(|source| RedactError::Io {
+    let env = crate::env::real::env();
+    let conn = env.net.connect_local(&sock).await.map_err(|source| RedactError::Io {
         what: format!("connect to {} (is the node running with --enable-unix-socket?)", sock.display()),
         source,
     })?;
-    let (r, w) = conn.into_split();
+    let (r, w) = tokio::io::split(conn);
     let mut conn = Conn { lines: BufReader::new(r).lines(), w };
     println!("Database: {}", db.display());
-    let mut by_chunk: BTreeMap<String, Vec<(Position, (i64, String))>> = BTreeMap::new();
+    let mut by_chunk: BTreeMap<String, Vec<(Position, Named)>> = BTreeMap::new();
     for (n, stream) in &events {
         let Reply::Positions { positions } =
             conn.ask(&Request::Positions { stream: stream.clone(), event_number: *n }).await?
@@ -178,7 +181,6 @@ async fn run(args: &[String]) -> Result<(), RedactError> {
         }
     }
     println!("Event positions retrieved");
-    let env = crate::env::real::env();
     for (file, evs) in by_chunk {
         let tmp = db.join(format!("{file}.tmp"));
         let positions: Vec<u64> = evs.iter().map(|(p, _)| p.log_position).collect();
