@@ -470,3 +470,86 @@ fn one_backup_restored_into_a_new_three_node_cluster() {
         until_count(p.http, "after", 1);
     }
 }
+
+/// Redaction in a cluster: `annal redact` against each node's own socket redacts that node's
+/// copy; every node then serves the event as redacted and every other event unchanged, and the
+/// three redacted chunk files are the same bytes (each node computed the same redaction of the
+/// same chunk).
+#[test]
+fn redaction_on_every_node_of_a_cluster() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    for p in procs.iter_mut() {
+        p.kill();
+        p.args.push("--enable-unix-socket".into());
+        p.spawn();
+    }
+    let port = procs[master(&procs)].http;
+    for n in 0..5 {
+        assert_eq!(append(port, "secret", n), Some(201));
+    }
+    // Past the first chunk (1 MiB), so the events lie in a completed one.
+    for _ in 0..12 {
+        assert_eq!(append_batch(port, "filler", 10, 10_000), Some(201));
+    }
+    for p in &procs {
+        until_count(p.http, "filler", 120);
+    }
+    for p in &procs {
+        annal_tool(&[
+            "redact".into(),
+            "--db".into(),
+            p.dir.display().to_string(),
+            "--events".into(),
+            "2@secret".into(),
+        ]);
+    }
+    for p in &procs {
+        let r = request(
+            p.http,
+            "GET",
+            "/streams/secret/0/forward/10?embed=body",
+            &[("Accept", "application/json")],
+            "",
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        let entries = v["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 5, "node :{}: {v}", p.http);
+        for e in entries {
+            let n = e["eventNumber"].as_u64().unwrap();
+            assert_eq!(e["isRedacted"] == true, n == 2, "node :{}: {e}", p.http);
+            if n != 2 {
+                let data = e["data"].as_str().map_or_else(|| e["data"].to_string(), str::to_owned);
+                assert!(data.contains(&format!("\"n\":{n}")), "node :{}: {e}", p.http);
+            }
+        }
+    }
+    for p in procs.iter_mut() {
+        p.kill();
+    }
+    let files: Vec<Vec<u8>> = procs
+        .iter()
+        .map(|p| {
+            let name = std::fs::read_dir(&p.dir)
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .find(|n| n.starts_with("chunk-000000."))
+                .unwrap();
+            assert_eq!(
+                name,
+                "chunk-000000.000001",
+                "{}: the redacted version is in service",
+                p.dir.display()
+            );
+            std::fs::read(p.dir.join(name)).unwrap()
+        })
+        .collect();
+    assert!(files.iter().all(|f| *f == files[0]), "the nodes' redacted chunks differ");
+    let needle = b"\"n\":2}";
+    assert!(!files[0].windows(needle.len()).any(|w| w == needle), "event 2's data is still in the chunk");
+    for n in [0, 1, 3, 4] {
+        let kept = format!("\"n\":{n}}}");
+        assert!(files[0].windows(kept.len()).any(|w| w == kept.as_bytes()), "event {n}'s data is gone");
+    }
+}
