@@ -8,8 +8,8 @@
 //!   index memory for many streams; it prints a table and peak RSS.
 //! - `annal-bench scavenge [--gib G] [--dir PATH]` measures a scavenge of a log of `G` GiB.
 //! - `annal-bench backup [--gib G] [--dir PATH] [--seconds N]` measures backup, restore and verify
-//!   of a `G` GiB database beside `cp -r` of the same files, and the throughput of 16 appending
-//!   writers alone and during a backup.
+//!   of a `G` GiB database beside `cp -r` of the same files, and the throughput of 16 HTTP
+//!   connections appending alone and while backups run back to back.
 //! - `annal-bench redact [--dir PATH]` times `annal redact` of 100 events over 10 chunks.
 //! - `annal-bench disk [--seconds N] [--dir PATH]` measures what one 1 KiB append plus `fdatasync`
 //!   costs on this disk, by how the file's space was prepared and whether the write ends a page,
