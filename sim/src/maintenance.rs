@@ -9,7 +9,8 @@
 //! ([`CopierDisk`]), and a power loss of the machine kills it too; the next run is then a
 //! differential one into the same directory, which must finish it. When a backup completes, what
 //! a power loss would leave of its directory is kept ([`Taken`]); after the run each is restored
-//! into a fresh node and checked ([`crate::checker::backup`]).
+//! into a fresh node and checked ([`crate::checker::backup`]), and the last one also into a new
+//! three-node cluster ([`restore_into_cluster`]).
 //!
 //! **Redaction.** At seeded times the harness redacts one event the clients appended, between two
 //! steps of the simulation, with the tool's own steps (`annal::redact::tool::redact_copy` on the
@@ -553,4 +554,109 @@ fn spoil(env: &annal::env::Env, tmp: &Path, how: Candidate, rng: &mut ChaCha8Rng
         }
     }
     let _ = f.sync_data();
+}
+
+/// How long a cluster restored from a backup may take to elect a leader and publish everything
+/// on every member (simulated).
+const CLUSTER_SETTLE: Duration = Duration::from_secs(30);
+
+/// Restores the backup `files` (held in `dir`) onto the disks of a new three-node cluster, with
+/// `chunk_size` (the source's), starts it in a simulation of its own (no clients, no faults) and
+/// waits until a leader leads and every member published as far as it; returns what each member
+/// then serves of the workload's `streams` streams, or why the cluster did not come up.
+pub fn restore_into_cluster(
+    seed: u64,
+    files: &Files,
+    dir: &Path,
+    chunk_size: u64,
+    streams: usize,
+) -> Result<Vec<(String, Vec<(String, crate::checker::reopen::Stream)>)>, String> {
+    use annal::backup::restore::{restore, RestoreOptions};
+    let opts = crate::Options { duration: CLUSTER_SETTLE, ..crate::Options::cluster(seed, 3) };
+    let trace = Rc::new(crate::shared::Trace::default());
+    let mut rigs: Vec<Rig> = (0..3).map(|k| Rig::new(seed, k, 3, &opts, trace.clone())).collect();
+    rigs[0].config.chunk_size = chunk_size;
+    crate::scenario::form_cluster(&mut rigs, 3, 0);
+    for r in &rigs {
+        for (path, bytes) in files {
+            let parent = annal::env::parent(path);
+            let f = r.mem.create_dir_all(parent).and_then(|()| r.mem.open(path, OpenMode::CreateTruncate));
+            f.and_then(|f| f.write_all_at(bytes, 0).and_then(|()| f.sync_data()))
+                .and_then(|()| r.mem.sync_dir(parent))
+                .map_err(|e| format!("{}: cannot lay out {}: {e}", r.name, path.display()))?;
+        }
+        let (base, _, _) = annal::env::mem::env(1);
+        let env =
+            annal::env::Env::new(r.mem.clone(), base.clock.clone(), base.net.clone(), base.rt.clone(), 1);
+        let o = RestoreOptions {
+            from: dir.to_path_buf(),
+            db: r.config.db.clone(),
+            index: r.config.index.clone(),
+            overwrite: false,
+        };
+        restore(&env, &o, &mut |_, _| {}).map_err(|e| format!("{}: the restore failed: {e}", r.name))?;
+    }
+    let mut sim = crate::scenario::sim_builder(&opts, seed, rigs[0].base_latency).build();
+    for r in &rigs {
+        r.start(&mut sim);
+    }
+    // turmoil runs while a client host runs: one that only waits.
+    sim.client("observer", async {
+        tokio::time::sleep(CLUSTER_SETTLE).await;
+        Ok(())
+    });
+    let nodes = |rigs: &[Rig]| -> Vec<Option<Arc<annal::node::Node>>> {
+        rigs.iter().map(|r| r.shared.node.borrow().clone()).collect()
+    };
+    let settled = |nodes: &[Option<Arc<annal::node::Node>>]| {
+        let up: Vec<&Arc<annal::node::Node>> = nodes.iter().flatten().collect();
+        let lead = up
+            .iter()
+            .find(|n| n.cluster().is_some_and(|c| c.status().state == annal::cluster::VNodeState::Master));
+        match lead {
+            Some(l) if up.len() == 3 => {
+                let p = l.store().log().committed();
+                up.iter().all(|n| n.store().log().committed() == p)
+            }
+            _ => false,
+        }
+    };
+    loop {
+        match sim.step() {
+            Ok(_) if settled(&nodes(&rigs)) => break,
+            Ok(_) if sim.elapsed() < CLUSTER_SETTLE => {}
+            Ok(_) => {
+                let states: Vec<String> = nodes(&rigs)
+                    .iter()
+                    .zip(&rigs)
+                    .map(|(n, r)| {
+                        match n
+                            .as_ref()
+                            .and_then(|n| n.cluster().map(|c| (c.status(), n.store().log().committed())))
+                        {
+                            Some((st, p)) => {
+                                format!("{} {} in term {} at {p}", r.name, st.state.name(), st.term)
+                            }
+                            None => format!("{} down", r.name),
+                        }
+                    })
+                    .collect();
+                return Err(format!(
+                    "no leader with every member caught up within {CLUSTER_SETTLE:?} ({})",
+                    states.join(", ")
+                ));
+            }
+            Err(e) => return Err(format!("the simulation stopped: {e}")),
+        }
+    }
+    let out = nodes(&rigs)
+        .into_iter()
+        .zip(&rigs)
+        .map(|(n, r)| {
+            let reads = n.map(|n| crate::checker::reopen::read_streams(&n, streams)).unwrap_or_default();
+            (r.name.clone(), reads)
+        })
+        .collect();
+    drop(sim);
+    Ok(out)
 }

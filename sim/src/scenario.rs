@@ -611,7 +611,7 @@ const SETTLE: Duration = Duration::from_secs(10);
 /// Makes `rigs` one cluster of `size` members (any further rig is a read-only replica): one
 /// history (rig 0's), the same streams and chunk size everywhere, client numbers that do not
 /// collide, each member's peers.
-fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
+pub(crate) fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
     let names: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
     let first = rigs[0].shared.clone();
     let (streams, chunk) = (rigs[0].workload.streams, rigs[0].config.chunk_size);
@@ -724,7 +724,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (r, t.elapsed())
 }
 
-fn sim_builder(opts: &Options, seed: u64, latency: Duration) -> turmoil::Builder {
+pub(crate) fn sim_builder(opts: &Options, seed: u64, latency: Duration) -> turmoil::Builder {
     let mut b = turmoil::Builder::new();
     b.tick_duration(opts.tick)
         .simulation_duration(opts.duration + Duration::from_secs(90))

@@ -9,7 +9,10 @@
 //! - in a stream never deleted, every append acknowledged before the backup began is there;
 //! - every log record below the backup's `chaser.chk` is the source node's record at that position,
 //!   byte for byte, wherever the source (read at the end of the run) still holds one (a scavenge
-//!   may have dropped it since).
+//!   may have dropped it since);
+//! - the last backup, restored into a new cluster of three (in a simulation of its own, without
+//!   clients or faults), elects a leader, and every member serves the streams exactly as the single
+//!   node restored from it does.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -53,7 +56,7 @@ pub fn check(
     }
     let deleted: HashSet<&str> =
         h.ops.iter().filter(|o| matches!(o.kind, OpKind::Delete { .. })).map(|o| o.stream.as_str()).collect();
-    let (mut events, mut compared, mut differential) = (0u64, 0u64, 0);
+    let (mut events, mut compared, mut differential, mut clustered) = (0u64, 0u64, 0, 0);
     for t in taken {
         differential += usize::from(t.differential);
         let what = format!(
@@ -143,6 +146,32 @@ pub fn check(
                     ));
                 }
             }
+            if taken.last().is_some_and(|l| std::ptr::eq(l, t)) {
+                // The last backup is also restored into a new three-node cluster.
+                let expected = reopen::read_streams(&node, streams);
+                match crate::maintenance::restore_into_cluster(
+                    t.began,
+                    &t.files,
+                    &t.dir,
+                    config.chunk_size,
+                    streams,
+                ) {
+                    Err(e) => {
+                        report.failures.push(format!("{what} restored into a new cluster of three: {e}"))
+                    }
+                    Ok(members) => {
+                        for (member, reads) in members {
+                            clustered += 1;
+                            if reads != expected {
+                                report.failures.push(format!(
+                                    "{what} restored into a new cluster of three: {member} serves other events than \
+                                     the single node restored from it"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
             if let Some(src) = &source {
                 let limit = u64::try_from(t.chaser).unwrap_or(0);
                 for rec in node.store().log().scan(0) {
@@ -178,7 +207,8 @@ pub fn check(
     }
     report.summary = format!(
         "backups: {} completed ({differential} differential), each restored into a fresh node: {events} events \
-         read, {compared} log records compared with the source",
+         read, {compared} log records compared with the source; the last restored into a new cluster of three: \
+         {clustered} members compared",
         taken.len()
     );
     report
