@@ -230,9 +230,6 @@ pub fn is_index_table_name(name: &str) -> bool {
         && !name.ends_with(PARTIAL)
 }
 
-/// Bytes per read and write when copying.
-const COPY_PIECE: usize = 4 << 20;
-
 /// What [`copy_file`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Copied {
@@ -290,35 +287,25 @@ pub fn settle(env: &Env, batch: &mut Vec<Unsynced>) -> Result<(), BackupError> {
     Ok(())
 }
 
-/// The first half of [`copy_file`]: writes `from`'s bytes to `to.partial`. `None`: `from` does
-/// not exist (any more).
+/// The first half of [`copy_file`]: writes `from`'s bytes to `to.partial` ([`crate::env::Disk::copy_file`],
+/// inside the kernel on the real disk). `None`: `from` does not exist (any more).
 pub fn copy_data(
     env: &Env,
     from: &Path,
     to: &Path,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Option<Unsynced>, BackupError> {
-    let src = match env.disk.open(from, OpenMode::Read) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(BackupError::Io { op: "open", path: from.to_path_buf(), source: e }),
-    };
     let partial = partial_path(to);
-    let dst =
-        env.disk.open(&partial, OpenMode::CreateTruncate).map_err(BackupError::io("create", &partial))?;
-    let len = src.len().map_err(BackupError::io("stat", from))?;
-    let mut buf = vec![0u8; COPY_PIECE.min(len.max(1) as usize)];
-    let mut at = 0u64;
-    loop {
-        let n = src.read_at(&mut buf, at).map_err(BackupError::io("read", from))?;
-        if n == 0 {
-            break;
-        }
-        dst.write_all_at(&buf[..n], at).map_err(BackupError::io("write", &partial))?;
-        at += n as u64;
-        progress(n as u64);
-    }
-    Ok(Some(Unsynced { file: dst, partial, to: to.to_path_buf(), bytes: at }))
+    let bytes = match env.disk.copy_file(from, &partial) {
+        Ok(n) => n,
+        // The source vanished (a scavenge replaced it): nothing to copy. Any other missing file
+        // (the destination's directory) is an error.
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !env.disk.exists(from) => return Ok(None),
+        Err(e) => return Err(BackupError::Io { op: "copy", path: from.to_path_buf(), source: e }),
+    };
+    progress(bytes);
+    let file = env.disk.open(&partial, OpenMode::ReadWrite).map_err(BackupError::io("open", &partial))?;
+    Ok(Some(Unsynced { file, partial, to: to.to_path_buf(), bytes }))
 }
 
 /// `path` with [`PARTIAL`] appended.

@@ -189,6 +189,10 @@ impl File for DirectFile {
 }
 
 impl Disk for RealDisk {
+    fn copy_file(&self, from: &Path, to: &Path) -> io::Result<u64> {
+        // `copy_file_range` on Linux (with a read/write fallback inside std).
+        std::fs::copy(from, to)
+    }
     fn run_cached(&self, f: &mut dyn FnMut()) -> bool {
         // Reset even if `f` unwinds, so later work on this thread reads normally.
         struct Reset;
