@@ -556,6 +556,9 @@ fn spoil(env: &annal::env::Env, tmp: &Path, how: Candidate, rng: &mut ChaCha8Rng
     let _ = f.sync_data();
 }
 
+/// What one node serves of the workload's streams, by stream name.
+pub type Served = Vec<(String, crate::checker::reopen::Stream)>;
+
 /// How long a cluster restored from a backup may take to elect a leader and publish everything
 /// on every member (simulated).
 const CLUSTER_SETTLE: Duration = Duration::from_secs(30);
@@ -570,7 +573,7 @@ pub fn restore_into_cluster(
     dir: &Path,
     chunk_size: u64,
     streams: usize,
-) -> Result<Vec<(String, Vec<(String, crate::checker::reopen::Stream)>)>, String> {
+) -> Result<Vec<(String, Served)>, String> {
     use annal::backup::restore::{restore, RestoreOptions};
     let opts = crate::Options { duration: CLUSTER_SETTLE, ..crate::Options::cluster(seed, 3) };
     let trace = Rc::new(crate::shared::Trace::default());
