@@ -25,3 +25,4 @@ pub mod node;
 pub mod redact;
 pub mod scavenge;
 pub mod store;
+pub mod subscriptions;

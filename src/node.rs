@@ -4,8 +4,12 @@
 //! listener starts: the store (recovered, then — a single node being its own leader — a new epoch),
 //! the users and access control (default users created, the user cache following committed
 //! records), and
-//! the scavenger. The services reach the HTTP API as one handle ([`Services`], through the node).
-//! A cluster, subscriptions, projections and TLS are added here as further services.
+//! the scavenger, and the persistent subscriptions. The services reach the HTTP API as one handle
+//! ([`Services`], through the node). Projections and TLS are added here as further services.
+//!
+//! Persistent subscriptions run where writes are taken: a single node starts them when it binds;
+//! a cluster node starts them each time it becomes the leader and stops them as soon as it is not
+//! (checked every [`SUBSCRIPTIONS_LEADER_CHECK`]).
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
@@ -20,6 +24,10 @@ use crate::config::Config;
 use crate::env::Env;
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
+use crate::subscriptions::Subscriptions;
+
+/// How often a cluster node checks that it still leads while its persistent subscriptions run.
+pub const SUBSCRIPTIONS_LEADER_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +72,8 @@ pub struct Services {
     pub auth: Arc<Auth>,
     /// Scavenging.
     pub scavenger: Arc<Scavenger>,
+    /// Persistent subscriptions (running only where writes are taken).
+    pub subscriptions: Arc<Subscriptions>,
 }
 
 /// A running node's shared state (handed to every HTTP request).
@@ -104,9 +114,10 @@ impl Node {
         }
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
+        let subscriptions = Subscriptions::new(env.clone(), store.clone());
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
-            services: Services { store, auth, scavenger },
+            services: Services { store, auth, scavenger, subscriptions },
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -148,6 +159,11 @@ impl Node {
         &self.services.scavenger
     }
 
+    /// Persistent subscriptions.
+    pub fn subscriptions(&self) -> &Arc<Subscriptions> {
+        &self.services.subscriptions
+    }
+
     /// The cluster side (`None` on a single node, or before [`Node::bind`]).
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
@@ -174,6 +190,8 @@ impl Node {
         let local = listener.local_addr().map_err(|source| NodeError::Bind { addr, source })?;
         if self.config.cluster.is_cluster() && self.cluster.get().is_none() {
             self.start_cluster(local).await?;
+        } else if !self.config.cluster.is_cluster() {
+            self.subscriptions().start().await?;
         }
         if self.config.enable_unix_socket {
             crate::redact::server::start(self.clone())
@@ -182,6 +200,7 @@ impl Node {
         let node = self.clone();
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
+            node.subscriptions().stop();
             // A running scavenge stops at its next checkpoint and resumes on the next start.
             if node.scavenger().current().is_some() {
                 let _ = node.scavenger().stop("current").await;
@@ -218,9 +237,35 @@ impl Node {
                 if let Err(e) = node.auth().ensure_default_users().await {
                     tracing::warn!(error = %e, "the new leader could not write the default users; retrying at the next term");
                 }
+                if node.leads() {
+                    if let Err(e) = node.subscriptions().start().await {
+                        tracing::warn!(error = %e, "the new leader could not start persistent subscriptions; retrying at the next term");
+                    }
+                }
+            }
+        }));
+        // Subscriptions run on the leader only: stop them as soon as this node does not lead.
+        let node = Arc::downgrade(self);
+        let env = self.env.clone();
+        self.env.rt.spawn(Box::pin(async move {
+            loop {
+                env.rt.sleep(SUBSCRIPTIONS_LEADER_CHECK).await;
+                let Some(node) = node.upgrade() else { return };
+                if node.subscriptions().running() && !node.leads() {
+                    node.subscriptions().stop();
+                }
             }
         }));
         Ok(())
+    }
+
+    /// Whether this node takes writes: a single node always, a cluster node while it is the
+    /// leader (`Master`).
+    pub fn leads(&self) -> bool {
+        match self.cluster.get() {
+            None => !self.config.cluster.is_cluster(),
+            Some(c) => c.status().state == crate::cluster::VNodeState::Master,
+        }
     }
 
     /// Asks the node to stop: the listener closes, requests in flight finish.
