@@ -118,6 +118,11 @@ fn support_escape(s: &str) -> String {
     s.replace('$', "%24")
 }
 
+/// Sleeps on the real clock.
+async fn nap(ms: u64) {
+    annal::env::real::env().rt.sleep(Duration::from_millis(ms)).await;
+}
+
 /// Waits (up to 10 s) until `f` holds.
 async fn eventually<F, Fut>(what: &str, mut f: F)
 where
@@ -128,7 +133,7 @@ where
         if f().await {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        nap(50).await;
     }
     panic!("{what}: not within 10 s");
 }
@@ -437,7 +442,7 @@ async fn timeouts_retries_parking_and_timed_checkpoints_on_a_manual_clock() {
             found = true;
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        env.rt.sleep(Duration::from_millis(10)).await;
     }
     assert!(found, "the parked link was written");
     // The parked message is done: a checkpoint is due on the timer once 5 s passed since the
@@ -446,7 +451,7 @@ async fn timeouts_retries_parking_and_timed_checkpoints_on_a_manual_clock() {
         let r = mem_request(&env, addr, "GET", "/subscriptions/m/g/info", &[ADMIN], b"").await;
         r.json()["lastProcessedEventNumber"].as_i64()
     };
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    env.rt.sleep(Duration::from_millis(1200)).await;
     assert_eq!(info().await, Some(-1), "the timer has not run out");
     clock.advance(Duration::from_millis(3000));
     let mut cp = None;
@@ -455,7 +460,7 @@ async fn timeouts_retries_parking_and_timed_checkpoints_on_a_manual_clock() {
         if cp == Some(0) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        env.rt.sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(cp, Some(0));
     node.request_shutdown();

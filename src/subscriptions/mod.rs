@@ -185,6 +185,14 @@ fn checkpoint_of(data: &[u8]) -> Option<i64> {
 
 fn page_of(r: Result<crate::store::StreamSlice, ReadError>) -> PageResult {
     match r {
+        // An empty page scanned the whole visible range: nothing up to the stream's last event
+        // is readable (expired or truncated), so the next read starts after it.
+        Ok(s) if s.events.is_empty() => PageResult::Page {
+            events: s.events,
+            next: s.next_event_number.max(s.last_event_number.saturating_add(1)),
+            last: s.last_event_number,
+            end: true,
+        },
         Ok(s) => PageResult::Page {
             events: s.events,
             next: s.next_event_number,
@@ -715,7 +723,7 @@ impl Subscriptions {
     async fn replay(&self, key: &Key, generation: u64, resolve: bool) -> Result<(), SubError> {
         let parked = parked_stream(&key.0, &key.1);
         let mut from = 0;
-        let mut last = -1;
+        let mut last;
         loop {
             let store = self.store.clone();
             let (name, stream) = (parked.clone(), key.0.clone());
@@ -746,7 +754,7 @@ impl Subscriptions {
                 Err(ReadError::Storage(e)) => return Err(e.into()),
                 Err(e @ ReadError::InvalidPosition(_)) => return Err(StorageError::Io(e.to_string()).into()),
             };
-            last = last.max(next - 1).min(stream_last);
+            last = stream_last;
             if self.with_group(key, generation, |e| e.core.add_replayed(msgs)).is_none() {
                 return Ok(());
             }

@@ -15,7 +15,7 @@ use http::Method;
 
 use super::super::reply::Reply;
 use super::super::request::Req;
-use super::super::router::{Level, Spec};
+use super::super::router::{name_ok, Level, Spec};
 use super::super::{media, subscriptions, Api};
 
 /// Largest create or update body.
@@ -86,6 +86,22 @@ impl SubRoute {
         }
     }
 
+    /// The stream and group the route names, if any.
+    pub fn names(&self) -> Option<(&str, Option<&str>)> {
+        match self {
+            SubRoute::List => None,
+            SubRoute::ListStream(s) => Some((s, None)),
+            SubRoute::Create(s, g)
+            | SubRoute::Update(s, g)
+            | SubRoute::Delete(s, g)
+            | SubRoute::Info(s, g)
+            | SubRoute::Read(s, g, _)
+            | SubRoute::Ack(s, g, _)
+            | SubRoute::Nack(s, g, _)
+            | SubRoute::ReplayParked(s, g) => Some((s, Some(g))),
+        }
+    }
+
     /// The largest body the route reads.
     pub fn body_limit(&self) -> Option<usize> {
         match self {
@@ -98,6 +114,14 @@ impl SubRoute {
 /// Answers a subscriptions-area request.
 pub async fn dispatch(api: &Arc<Api>, route: SubRoute, req: &mut Req) -> Reply {
     let subs = api.node.subscriptions();
+    if let Some((s, g)) = route.names() {
+        if !name_ok(s) {
+            return Reply::bad_request("Invalid stream name");
+        }
+        if g.is_some_and(|g| !name_ok(g)) {
+            return Reply::bad_request("Invalid group name");
+        }
+    }
     match route {
         SubRoute::List => subscriptions::list(subs, req, None),
         SubRoute::ListStream(s) => subscriptions::list(subs, req, Some(&s)),
