@@ -8,8 +8,8 @@
 //! ([`Services`], through the node). Projections and TLS are added here as further services.
 //!
 //! Persistent subscriptions run where writes are taken: a single node starts them when it binds;
-//! a cluster node starts them each time it becomes the leader and stops them as soon as it is not
-//! (checked every [`SUBSCRIPTIONS_LEADER_CHECK`]).
+//! a cluster node starts them each time it becomes the leader, and they answer as not ready (and
+//! drop their groups at their next tick) as soon as it is not.
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
@@ -25,9 +25,6 @@ use crate::env::Env;
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 use crate::subscriptions::Subscriptions;
-
-/// How often a cluster node checks that it still leads while its persistent subscriptions run.
-pub const SUBSCRIPTIONS_LEADER_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -228,6 +225,8 @@ impl Node {
         .await
         .map_err(|source| NodeError::Cluster { addr, source })?;
         let _ = self.cluster.set(cluster.clone());
+        let weak = Arc::downgrade(self);
+        self.subscriptions().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
         let node = Arc::downgrade(self);
         self.env.rt.spawn(Box::pin(async move {
             let mut seen = 0;
@@ -241,18 +240,6 @@ impl Node {
                     if let Err(e) = node.subscriptions().start().await {
                         tracing::warn!(error = %e, "the new leader could not start persistent subscriptions; retrying at the next term");
                     }
-                }
-            }
-        }));
-        // Subscriptions run on the leader only: stop them as soon as this node does not lead.
-        let node = Arc::downgrade(self);
-        let env = self.env.clone();
-        self.env.rt.spawn(Box::pin(async move {
-            loop {
-                env.rt.sleep(SUBSCRIPTIONS_LEADER_CHECK).await;
-                let Some(node) = node.upgrade() else { return };
-                if node.subscriptions().running() && !node.leads() {
-                    node.subscriptions().stop();
                 }
             }
         }));

@@ -4,9 +4,10 @@
 //! [`Subscriptions`] is the one place that owns every group. Each group's decisions are a
 //! sans-IO [`core::Group`]; this shell performs what the cores ask for: it reads pages of the
 //! subscribed stream when a poll needs messages, writes parked links and checkpoints, and keeps
-//! the definitions. Two tasks drive it: one follows committed records (a stream's groups learn
-//! it was written, so they read again), one ticks every [`TICK`] on the `Env` clock (time-outs,
-//! lapsed consumers, checkpoints on the timer).
+//! the definitions. Two tasks drive it once a group exists (a node without groups runs none):
+//! one follows committed records (a stream's groups learn it was written, so they read again),
+//! one ticks every [`TICK`] on the `Env` clock (time-outs, lapsed consumers, checkpoints on the
+//! timer, and stopping the service when the node no longer leads).
 //!
 //! Durable state lives in streams, so it replicates and is backed up like any other:
 //! - the definitions, all groups in one event of [`CONFIG_STREAM`] (the last event counts);
@@ -18,8 +19,10 @@
 //! Buffers, in-flight messages and retry counts live in memory: after a restart (or on a new
 //! leader) a group resumes after its checkpoint, so messages past it may be delivered again
 //! (at-least-once), never lost. The service runs only on a node that leads (a single node
-//! always): [`Subscriptions::start`] loads the definitions, [`Subscriptions::stop`] drops every
-//! group without writing anything; until it starts, requests get [`SubError::NotReady`].
+//! always): [`Subscriptions::start`] loads the definitions (again at each new term),
+//! [`Subscriptions::stop`] drops every group without writing anything; until it starts, and
+//! whenever the leader check ([`Subscriptions::set_leader_check`]) says the node does not lead,
+//! requests get [`SubError::NotReady`].
 //!
 //! Invariants: at most one group per `(stream, group)`; definitions are changed one at a time
 //! and the stream is written before memory changes; an outcome reported for a group that was
@@ -110,8 +113,15 @@ struct Inner {
     running: bool,
     /// Bumped by every start and stop, and given to every new group.
     generation: u64,
+    /// The generation of the last start (the tasks of that start end when it changes).
+    started: u64,
+    /// The tasks of this start are running.
+    tasks: bool,
     groups: BTreeMap<Key, Entry>,
 }
+
+/// Whether the node leads (may take writes).
+type LeaderCheck = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// What a group asked the shell to write.
 struct Effects {
@@ -164,6 +174,7 @@ pub struct Subscriptions {
     /// Held while the definitions change, so each definitions event has every group.
     config: tokio::sync::Mutex<()>,
     stop: tokio::sync::watch::Sender<u64>,
+    leads: std::sync::OnceLock<LeaderCheck>,
 }
 
 fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
@@ -219,25 +230,34 @@ impl Subscriptions {
             inner: Mutex::new(Inner::default()),
             config: tokio::sync::Mutex::new(()),
             stop,
+            leads: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets how the service tells whether the node leads (a cluster node's role); without one it
+    /// always does. Set once.
+    pub fn set_leader_check(&self, f: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.leads.set(Box::new(f));
+    }
+
+    fn leads(&self) -> bool {
+        self.leads.get().is_none_or(|f| f())
     }
 
     fn now(&self) -> Duration {
         self.env.clock.monotonic()
     }
 
-    /// Whether the service runs.
+    /// Whether the service runs (and the node leads).
     pub fn running(&self) -> bool {
-        lock(&self.inner).running
+        lock(&self.inner).running && self.leads()
     }
 
-    /// Loads the definitions and checkpoints and starts the service (and its two tasks); a
-    /// running service is left as it is.
+    /// Loads the definitions and checkpoints and starts the service, dropping whatever an
+    /// earlier start held (a new term starts from the replicated state).
     pub async fn start(&self) -> Result<(), StorageError> {
         let _cfg = self.config.lock().await;
-        if self.running() {
-            return Ok(());
-        }
+        self.stop();
         let store = self.store.clone();
         let defs = self.env.blocking(move || load(&store)).await?;
         let now = self.now();
@@ -253,12 +273,26 @@ impl Subscriptions {
                 inner.groups.insert((stream, group), e);
             }
             inner.running = true;
+            inner.started = generation;
             generation
         };
         self.stop.send_replace(generation);
         tracing::info!(groups = lock(&self.inner).groups.len(), "persistent subscriptions started");
-        self.spawn_tasks(generation);
+        self.ensure_tasks();
         Ok(())
+    }
+
+    /// Starts the two tasks of this start if groups exist and they are not running yet.
+    fn ensure_tasks(&self) {
+        let generation = {
+            let mut inner = lock(&self.inner);
+            if !inner.running || inner.tasks || inner.groups.is_empty() {
+                return;
+            }
+            inner.tasks = true;
+            inner.started
+        };
+        self.spawn_tasks(generation);
     }
 
     /// Stops the service: every group and its consumers are dropped (nothing is written; the
@@ -270,6 +304,7 @@ impl Subscriptions {
                 return;
             }
             inner.running = false;
+            inner.tasks = false;
             inner.groups.clear();
             inner.generation += 1;
             inner.generation
@@ -337,8 +372,13 @@ impl Subscriptions {
         }
     }
 
-    /// Time-outs, lapsed consumers and checkpoints on the timer, for every group.
+    /// Time-outs, lapsed consumers and checkpoints on the timer, for every group; stops the
+    /// service when the node no longer leads.
     pub fn tick(&self) {
+        if !self.leads() {
+            self.stop();
+            return;
+        }
         let now = self.now();
         let effects: Vec<Effects> = {
             let mut inner = lock(&self.inner);
@@ -559,6 +599,8 @@ impl Subscriptions {
         let generation = inner.generation;
         let core = Group::new(key.0.clone(), key.1.clone(), settings, checkpoint, last, now);
         inner.groups.insert(key, Entry { generation, core, checkpoint_meta: checkpoint.is_some() });
+        drop(inner);
+        self.ensure_tasks();
     }
 
     /// Replaces a group's settings: its consumers are dropped and it restarts from its
@@ -625,7 +667,7 @@ impl Subscriptions {
         for _ in 0..FILL_READS_MAX {
             let (generation, req, resolve) = {
                 let mut inner = lock(&self.inner);
-                if !inner.running {
+                if !inner.running || !self.leads() {
                     return Err(SubError::NotReady);
                 }
                 let e = inner.groups.get_mut(key).ok_or(SubError::NotFound)?;
@@ -663,7 +705,7 @@ impl Subscriptions {
         let now = self.now();
         let (taken, fx) = {
             let mut inner = lock(&self.inner);
-            if !inner.running {
+            if !inner.running || !self.leads() {
                 return Err(SubError::NotReady);
             }
             let e = inner.groups.get_mut(&key).ok_or(SubError::NotFound)?;
@@ -706,7 +748,7 @@ impl Subscriptions {
         let key = (stream.to_owned(), group.to_owned());
         let (generation, resolve) = {
             let mut inner = lock(&self.inner);
-            if !inner.running {
+            if !inner.running || !self.leads() {
                 return Err(SubError::NotReady);
             }
             let e = inner.groups.get_mut(&key).ok_or(SubError::NotFound)?;
@@ -776,7 +818,7 @@ impl Subscriptions {
     pub fn groups(&self, stream: Option<&str>, measure: bool) -> Result<Vec<GroupView>, SubError> {
         let now = self.now();
         let mut inner = lock(&self.inner);
-        if !inner.running {
+        if !inner.running || !self.leads() {
             return Err(SubError::NotReady);
         }
         Ok(inner
@@ -796,7 +838,7 @@ impl Subscriptions {
     pub fn group(&self, stream: &str, group: &str) -> Result<GroupView, SubError> {
         let now = self.now();
         let mut inner = lock(&self.inner);
-        if !inner.running {
+        if !inner.running || !self.leads() {
             return Err(SubError::NotReady);
         }
         let e = inner.groups.get_mut(&(stream.to_owned(), group.to_owned())).ok_or(SubError::NotFound)?;
