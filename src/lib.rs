@@ -26,4 +26,5 @@ pub mod node;
 pub mod redact;
 pub mod scavenge;
 pub mod store;
+pub mod subscriptions;
 pub mod tls;

@@ -4,10 +4,14 @@
 //! listener starts: the store (recovered, then — a single node being its own leader — a new epoch),
 //! the users and access control (default users created, the user cache following committed
 //! records), and
-//! the scavenger. The services reach the HTTP API as one handle ([`Services`], through the node).
-//! TLS ([`crate::tls::Tls`]) is loaded here too, before any listener: a node whose certificates
-//! fail a check does not start. Subscriptions and projections will be added here as further
-//! services.
+//! the scavenger, and the persistent subscriptions. The services reach the HTTP API as one handle
+//! ([`Services`], through the node). TLS ([`crate::tls::Tls`]) is loaded here too, before any
+//! listener: a node whose certificates fail a check does not start. Projections will be added
+//! here as a further service.
+//!
+//! Persistent subscriptions run where writes are taken: a single node starts them when it binds;
+//! a cluster node starts them each time it becomes the leader, and they answer as not ready (and
+//! drop their groups at their next tick) as soon as it is not.
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
@@ -22,6 +26,7 @@ use crate::config::Config;
 use crate::env::{Disk, Env};
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
+use crate::subscriptions::Subscriptions;
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +77,8 @@ pub struct Services {
     pub auth: Arc<Auth>,
     /// Scavenging.
     pub scavenger: Arc<Scavenger>,
+    /// Persistent subscriptions (running only where writes are taken).
+    pub subscriptions: Arc<Subscriptions>,
 }
 
 /// A running node's shared state (handed to every HTTP request).
@@ -127,9 +134,10 @@ impl Node {
         }
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
+        let subscriptions = Subscriptions::new(env.clone(), store.clone());
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
-            services: Services { store, auth, scavenger },
+            services: Services { store, auth, scavenger, subscriptions },
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -171,6 +179,11 @@ impl Node {
     /// The scavenger.
     pub fn scavenger(&self) -> &Arc<Scavenger> {
         &self.services.scavenger
+    }
+
+    /// Persistent subscriptions.
+    pub fn subscriptions(&self) -> &Arc<Subscriptions> {
+        &self.services.subscriptions
     }
 
     /// The cluster side (`None` on a single node, or before [`Node::bind`]).
@@ -235,6 +248,8 @@ impl Node {
         let local = listener.local_addr().map_err(|source| NodeError::Bind { addr, source })?;
         if self.config.cluster.is_cluster() && self.cluster.get().is_none() {
             self.start_cluster(local).await?;
+        } else if !self.config.cluster.is_cluster() {
+            self.subscriptions().start().await?;
         }
         if self.config.enable_unix_socket {
             crate::redact::server::start(self.clone())
@@ -244,6 +259,7 @@ impl Node {
         let node = self.clone();
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
+            node.subscriptions().stop();
             // A running scavenge stops at its next checkpoint and resumes on the next start.
             if node.scavenger().current().is_some() {
                 let _ = node.scavenger().stop("current").await;
@@ -274,6 +290,8 @@ impl Node {
         .await
         .map_err(|source| NodeError::Cluster { addr, source })?;
         let _ = self.cluster.set(cluster.clone());
+        let weak = Arc::downgrade(self);
+        self.subscriptions().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
         let node = Arc::downgrade(self);
         self.env.rt.spawn(Box::pin(async move {
             let mut seen = 0;
@@ -283,9 +301,23 @@ impl Node {
                 if let Err(e) = node.auth().ensure_default_users().await {
                     tracing::warn!(error = %e, "the new leader could not write the default users; retrying at the next term");
                 }
+                if node.leads() {
+                    if let Err(e) = node.subscriptions().start().await {
+                        tracing::warn!(error = %e, "the new leader could not start persistent subscriptions; retrying at the next term");
+                    }
+                }
             }
         }));
         Ok(())
+    }
+
+    /// Whether this node takes writes: a single node always, a cluster node while it is the
+    /// leader (`Master`).
+    pub fn leads(&self) -> bool {
+        match self.cluster.get() {
+            None => !self.config.cluster.is_cluster(),
+            Some(c) => c.status().state == crate::cluster::VNodeState::Master,
+        }
     }
 
     /// Asks the node to stop: the listener closes, requests in flight finish.

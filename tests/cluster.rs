@@ -553,3 +553,57 @@ fn redaction_on_every_node_of_a_cluster() {
         assert!(files[0].windows(kept.len()).any(|w| w == kept.as_bytes()), "event {n}'s data is gone");
     }
 }
+
+/// The titles (`n@stream`) of a competing feed page taken on `port`, and its `ackAll` path.
+fn take_page(port: u16, path: &str) -> Option<(Vec<String>, Option<String>)> {
+    let r = request(port, "GET", path, &[("Accept", "application/vnd.eventstore.competingatom+json")], "")?;
+    if r.status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    let titles =
+        v["entries"].as_array()?.iter().filter_map(|e| e["title"].as_str().map(str::to_owned)).collect();
+    let ack = v["links"].as_array()?.iter().find(|l| l["relation"] == "ackAll").and_then(|l| {
+        let uri = l["uri"].as_str()?;
+        Some(uri[uri.find("/subscriptions")?..].to_owned())
+    });
+    Some((titles, ack))
+}
+
+#[test]
+fn persistent_subscriptions_run_on_the_leader_and_resume_on_the_next_one() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    for n in 0..6 {
+        assert_eq!(append(procs[leader].http, "ps", n), Some(201));
+    }
+    // The leader's service loads the definitions once it leads; followers do not run it.
+    let settings = r#"{"minCheckPointCount":0,"maxCheckPointCount":1}"#;
+    wait("the group created on the leader", Duration::from_secs(20), || {
+        let r = request(
+            procs[leader].http,
+            "PUT",
+            "/subscriptions/ps/g",
+            &[("Content-Type", "application/json")],
+            settings,
+        )?;
+        (r.status == 201).then_some(())
+    });
+    let follower = (leader + 1) % 3;
+    assert_eq!(request(procs[follower].http, "GET", "/subscriptions", &[], "").unwrap().status, 503);
+    let (titles, ack) = take_page(procs[leader].http, "/subscriptions/ps/g/3").unwrap();
+    assert_eq!(titles, ["2@ps", "1@ps", "0@ps"]);
+    assert_eq!(request(procs[leader].http, "POST", &ack.unwrap(), &[], "").unwrap().status, 202);
+    // The checkpoint (2) is written on the leader and replicated like any event.
+    for p in &procs {
+        until_count(p.http, "$persistentsubscription-ps::g-checkpoint", 1);
+    }
+    // A new leader loads the replicated definition and checkpoint and resumes after it.
+    procs[leader].kill();
+    let next = master(&procs);
+    let titles = wait("the group resumed on the new leader", Duration::from_secs(20), || {
+        take_page(procs[next].http, "/subscriptions/ps/g/10").map(|(t, _)| t).filter(|t| !t.is_empty())
+    });
+    assert_eq!(titles, ["5@ps", "4@ps", "3@ps"]);
+}

@@ -1,5 +1,6 @@
 //! An independent, published EventStoreDB v5 HTTP client drives the node: `geteventstore-promise`
-//! (npm) runs `tests/clients/geteventstore.js` against a live node. Skipped, with a notice, when
+//! (npm) runs `tests/clients/geteventstore.js` against a live node (streams and persistent
+//! subscriptions). Skipped, with a notice, when
 //! `node` or the package is not installed. Install it with
 //! `npm install --prefix target/clients --no-audit --no-fund geteventstore-promise@4.0.1`
 //! (or point `ANNAL_JS_CLIENTS` at a directory holding its `node_modules`).

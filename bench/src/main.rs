@@ -19,6 +19,9 @@
 //!   connections, batches of 100, reads of 20-event feed pages. Without `--url` it starts a node
 //!   in-process on an ephemeral loopback port with a fresh data directory under
 //!   `target/bench-data`.
+//! - `annal-bench subs [--url URL] [--events N]` measures persistent subscriptions over HTTP:
+//!   events taken and acknowledged per second with 1 and 4 consumers (pages of 100, one
+//!   `ack?ids=` per page), and the redelivery latency after a nack.
 //! - `annal-bench cluster [--seconds N] [--rounds N] [--trials N]` starts a 3-node cluster of
 //!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
 //!   connections, when followers serve what the leader acknowledged, failover time after
@@ -54,6 +57,7 @@ mod instructions;
 mod peers;
 mod scavenge;
 mod storage;
+mod subs;
 mod tls;
 
 use annal::store::NewEvent;
@@ -81,6 +85,8 @@ pub struct Args {
     pub appends: u64,
     /// `cluster`: failover trials.
     pub trials: usize,
+    /// `subs`: events the consumers take and acknowledge per row.
+    pub events: u64,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
@@ -90,6 +96,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench tls [--seconds N]
+       annal-bench subs [--url http://127.0.0.1:2113] [--events N]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
@@ -110,6 +117,7 @@ fn parse() -> Result<Args, String> {
         rounds: 1,
         appends: 6400,
         trials: 10,
+        events: 200_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -134,6 +142,13 @@ fn parse() -> Result<Args, String> {
             }
             "--appends" => {
                 a.appends = it.next().and_then(|v| v.parse().ok()).ok_or("--appends needs a number")?
+            }
+            "--events" => {
+                a.events = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n >= 1)
+                    .ok_or("--events needs a number of at least 1")?
             }
             "--trials" => {
                 a.trials = it.next().and_then(|v| v.parse().ok()).ok_or("--trials needs a number")?
@@ -178,6 +193,7 @@ fn main() {
         "backup" => backup::backup_bench(&args),
         "redact" => backup::redact_bench(&args),
         "http" => http::http_mode(&args),
+        "subs" => subs::subs_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
         "tls" => tls::tls_mode(&args),
         "instructions" => instructions::instructions(&args),
@@ -185,7 +201,7 @@ fn main() {
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }

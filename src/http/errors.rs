@@ -10,6 +10,7 @@ use super::media::Media;
 use super::reply::Reply;
 use crate::auth::{AuthFailure, UserError};
 use crate::store::{ReadError, StorageError, WriteError};
+use crate::subscriptions::SubError;
 
 /// A storage failure: 503 when the node cannot take writes now, 500 otherwise.
 pub fn storage(e: &StorageError) -> Reply {
@@ -72,6 +73,20 @@ pub fn read(e: &ReadError, single_event_media: Option<Media>) -> Reply {
         ReadError::StreamDeleted => body(Reply::plain(StatusCode::GONE, "Deleted")),
         ReadError::InvalidPosition(p) => Reply::bad_request(format!("Invalid position argument: {p}")),
         ReadError::Storage(s) => storage(s),
+    }
+}
+
+/// A failed persistent subscription request.
+pub fn subscription(e: &SubError) -> Reply {
+    match e {
+        SubError::NotReady => Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"),
+        SubError::NotFound => Reply::status(StatusCode::NOT_FOUND, "Not Found"),
+        SubError::Exists => Reply::status(StatusCode::CONFLICT, "Subscription group already exists"),
+        SubError::Invalid(why) => Reply::bad_request(why.clone()),
+        SubError::StreamDeleted => Reply::status(StatusCode::GONE, "Stream deleted"),
+        SubError::TooManyConsumers => Reply::status(StatusCode::CONFLICT, "Maximum subscriber count reached"),
+        SubError::Storage(s) => storage(s),
+        SubError::Write(w) => write(w, WriteKind::Append),
     }
 }
 
@@ -168,6 +183,18 @@ mod tests {
         assert_eq!(user(&UserError::Conflict), (StatusCode::CONFLICT, "Conflict"));
         assert_eq!(user(&UserError::Unauthorized), (StatusCode::UNAUTHORIZED, "Unauthorized"));
         assert_eq!(user(&UserError::Write(wrong)), (StatusCode::REQUEST_TIMEOUT, "TryAgain"));
-        assert_eq!(user(&UserError::Write(WriteError::Storage(io))).1, "Error");
+        assert_eq!(user(&UserError::Write(WriteError::Storage(io.clone()))).1, "Error");
+        for (e, status) in [
+            (SubError::NotReady, StatusCode::SERVICE_UNAVAILABLE),
+            (SubError::NotFound, StatusCode::NOT_FOUND),
+            (SubError::Exists, StatusCode::CONFLICT),
+            (SubError::Invalid("x".into()), StatusCode::BAD_REQUEST),
+            (SubError::StreamDeleted, StatusCode::GONE),
+            (SubError::TooManyConsumers, StatusCode::CONFLICT),
+            (SubError::Storage(io.clone()), StatusCode::INTERNAL_SERVER_ERROR),
+            (SubError::Write(WriteError::NotLeader), StatusCode::SERVICE_UNAVAILABLE),
+        ] {
+            assert_eq!(subscription(&e).status, status, "{e:?}");
+        }
     }
 }

@@ -210,7 +210,8 @@ fn rich_fields(m: &mut Map<String, Value>, e: &RecordedEvent, link: Option<&Reco
     m.insert("positionStreamId".into(), json!(pos.stream));
 }
 
-fn links_json(links: &[Link]) -> Value {
+/// Links as a JSON array of `{uri, relation}`.
+pub fn links_json(links: &[Link]) -> Value {
     Value::Array(links.iter().map(|l| json!({"uri": l.uri, "relation": l.relation})).collect())
 }
 
@@ -270,6 +271,7 @@ fn entry_xml_body(
     base: &str,
     resolve: bool,
     content_of: Option<&RecordedEvent>,
+    extra: &[Link],
     out: &mut String,
 ) {
     let v = view(ev, resolve);
@@ -289,10 +291,19 @@ fn entry_xml_body(
     for rel in ["edit", "alternate"] {
         out.push_str(&format!("<link href=\"{}\" rel=\"{rel}\" />", xml_escape(&id)));
     }
+    for l in extra {
+        out.push_str(&format!("<link href=\"{}\" rel=\"{}\" />", xml_escape(&l.uri), l.relation));
+    }
 }
 
 /// A feed as Atom XML.
 pub fn feed_xml(f: &Feed, base: &str, embed: Embed) -> String {
+    feed_xml_with(f, base, embed, &[])
+}
+
+/// A feed as Atom XML, entry `i` with the links `extra[i]` after its own (competing feeds'
+/// `ack` and `nack`).
+pub fn feed_xml_with(f: &Feed, base: &str, embed: Embed, extra: &[Vec<Link>]) -> String {
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"utf-8\"?><feed xmlns=\"http://www.w3.org/2005/Atom\">",
     );
@@ -305,14 +316,14 @@ pub fn feed_xml(f: &Feed, base: &str, embed: Embed) -> String {
     for l in &f.links {
         out.push_str(&format!("<link href=\"{}\" rel=\"{}\" />", xml_escape(&l.uri), l.relation));
     }
-    for e in &f.entries {
+    for (i, e) in f.entries.iter().enumerate() {
         out.push_str("<entry>");
         let content_of = (embed == Embed::Content
             && e.link.is_none()
             && e.event.is_json
             && e.event.event_type != LINK_TYPE)
             .then_some(&e.event);
-        entry_xml_body(e, base, f.resolve, content_of, &mut out);
+        entry_xml_body(e, base, f.resolve, content_of, extra.get(i).map_or(&[][..], Vec::as_slice), &mut out);
         out.push_str("</entry>");
     }
     out.push_str("</feed>");
@@ -325,7 +336,7 @@ pub fn entry_xml(ev: &ResolvedEvent, base: &str, resolve: bool) -> String {
         "<?xml version=\"1.0\" encoding=\"utf-8\"?><entry xmlns=\"http://www.w3.org/2005/Atom\">",
     );
     let content_of = (ev.event.event_type != LINK_TYPE || ev.link.is_some()).then_some(&ev.event);
-    entry_xml_body(ev, base, resolve, content_of, &mut out);
+    entry_xml_body(ev, base, resolve, content_of, &[], &mut out);
     out.push_str("</entry>");
     out
 }

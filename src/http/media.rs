@@ -38,6 +38,10 @@ pub enum Media {
     AtomSvcXml,
     /// `application/vnd.eventstore.atomsvc+json` (as above).
     AtomSvcJson,
+    /// `application/vnd.eventstore.competingatom+json` (persistent subscription feeds).
+    CompetingJson,
+    /// `application/vnd.eventstore.competingatom+xml`.
+    CompetingXml,
 }
 
 /// `mime()` and `content_type()` from one table: textual types' `Content-Type` carries
@@ -80,6 +84,8 @@ impl Media {
         TextPlain => "text/plain",
         AtomSvcXml => "application/atomsvc+xml",
         AtomSvcJson => "application/vnd.eventstore.atomsvc+json",
+        CompetingJson => "application/vnd.eventstore.competingatom+json",
+        CompetingXml => "application/vnd.eventstore.competingatom+xml",
     }
 
     /// Whether replies of this type are JSON documents.
@@ -92,6 +98,7 @@ impl Media {
                 | Media::EventJson
                 | Media::EventsJson
                 | Media::AtomSvcJson
+                | Media::CompetingJson
         )
     }
 
@@ -127,6 +134,8 @@ pub const EVENT: &[Media] = &[
     Media::OctetStream,
     Media::Html,
 ];
+/// Persistent subscription feeds (only the competing types, as v5).
+pub const COMPETING: &[Media] = &[Media::CompetingJson, Media::CompetingXml];
 /// Node information routes.
 pub const DEFAULT: &[Media] = &[Media::Json, Media::TextXml, Media::AppXml, Media::TextPlain];
 /// Users routes (replies and bodies).
@@ -163,6 +172,8 @@ const ALL: &[Media] = &[
     Media::TextPlain,
     Media::AtomSvcXml,
     Media::AtomSvcJson,
+    Media::CompetingJson,
+    Media::CompetingXml,
 ];
 
 /// How the response type was chosen.

@@ -11,7 +11,7 @@
 //! dispatch), [`router`] (what routing shares: levels, specs, segments), [`media`] (negotiation, ETag hashes), [`request`] and
 //! [`reply`] (headers in, status lines out), [`errors`] (error → status, exhaustively), [`feed`]
 //! (Atom JSON/XML), [`streams`] (reads, long poll), [`writes`] (appends, deletes), [`metadata`],
-//! [`users`], [`node_info`] (`/ping`, `/info`, `/gossip`, shutdown), [`stats`], [`authn`]
+//! [`users`], [`subscriptions`] (persistent subscriptions), [`node_info`] (`/ping`, `/info`, `/gossip`, shutdown), [`stats`], [`authn`]
 //! (credentials and levels), [`text`] and [`xml`] (formats).
 //!
 //! Deliberate differences from v5 (quirks no client depends on) are listed in
@@ -36,6 +36,7 @@ pub mod request;
 pub mod router;
 pub mod stats;
 pub mod streams;
+pub mod subscriptions;
 pub mod text;
 pub mod users;
 pub mod wire;

@@ -96,7 +96,8 @@ impl Route {
     pub fn body_limit(&self, max_append: usize) -> Option<usize> {
         match self {
             Route::Node(NodeRoute::GossipPost) => Some(super::node_info::GOSSIP_BODY_MAX),
-            Route::Node(_) | Route::Admin(_) => None,
+            Route::Node(r) => r.body_limit(),
+            Route::Admin(_) => None,
             Route::Users(r) => r.body_limit(),
             Route::Streams(r) => r.body_limit(max_append),
         }

@@ -4,7 +4,8 @@
 //! at most once a second, and rates (CPU) span the last two samples.
 //!
 //! Process and system figures come from the environment ([`crate::env::Runtime::os_stats`];
-//! zeros in simulation), writer and read-index figures from the store, drive space from the disk.
+//! zeros in simulation), writer and read-index figures from the store, drive space from the disk,
+//! persistent subscription totals (`es.persistentSubscriptions`) from the service.
 //! `?group=false` flattens the tree into `a-b-c` keys; `?metadata=true` wraps each figure as
 //! `{value, category, title, drawChart}`.
 
@@ -71,6 +72,7 @@ fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
     let log = node.store().log();
     let commits = log.commit_stats();
     let idx = node.store().index().stats();
+    let subs = node.subscriptions().totals();
     let mut drive = Map::new();
     if let Some((total, avail)) = sample.space {
         let used = total.saturating_sub(avail);
@@ -155,6 +157,17 @@ fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
                 "tables": idx.tables,
                 "tableEntries": idx.table_entries,
                 "memoryBytes": idx.memory_bytes
+            },
+            "persistentSubscriptions": {
+                "running": node.subscriptions().running(),
+                "groups": subs.groups,
+                "connections": subs.consumers,
+                "inFlightMessages": subs.in_flight,
+                "totalItemsProcessed": subs.processed,
+                "totalDelivered": subs.delivered,
+                "totalRetried": subs.retried,
+                "totalTimedOut": subs.timed_out,
+                "totalParked": subs.parked
             }
         }
     })

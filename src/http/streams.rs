@@ -260,7 +260,8 @@ fn feed_reply(req: &Req, f: &Feed) -> Reply {
         | Media::AppXml
         | Media::EventXml
         | Media::EventsXml
-        | Media::AtomSvcXml => feed::feed_xml(f, &req.base, embed).into_bytes(),
+        | Media::AtomSvcXml
+        | Media::CompetingXml => feed::feed_xml(f, &req.base, embed).into_bytes(),
         Media::Html => feed::html(&f.title, &feed::feed_json(f, &req.base, Embed::PrettyBody)).into_bytes(),
         Media::StreamDesc
         | Media::AtomJson
@@ -268,6 +269,7 @@ fn feed_reply(req: &Req, f: &Feed) -> Reply {
         | Media::EventJson
         | Media::EventsJson
         | Media::AtomSvcJson
+        | Media::CompetingJson
         | Media::OctetStream
         | Media::TextPlain => feed::feed_json_bytes(f, &req.base, embed),
     };
@@ -434,7 +436,9 @@ pub fn event_body(req: &Req, ev: &ResolvedEvent, resolve: bool) -> Vec<u8> {
     let e = &ev.event;
     let embed = Embed::parse(req.query("embed"));
     match req.media {
-        Media::AtomXml | Media::AtomSvcXml => feed::entry_xml(ev, &req.base, resolve).into_bytes(),
+        Media::AtomXml | Media::AtomSvcXml | Media::CompetingXml => {
+            feed::entry_xml(ev, &req.base, resolve).into_bytes()
+        }
         Media::TextXml | Media::AppXml => {
             let mut out = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>");
             json_to_xml("data", &feed::value_of(&e.data, e.is_json), &mut out);
@@ -457,7 +461,8 @@ pub fn event_body(req: &Req, ev: &ResolvedEvent, resolve: bool) -> Vec<u8> {
         | Media::EventsJson
         | Media::EventsXml
         | Media::TextPlain
-        | Media::AtomSvcJson => {
+        | Media::AtomSvcJson
+        | Media::CompetingJson => {
             serde_json::to_vec_pretty(&feed::entry_json(ev, &req.base, embed, resolve, true))
                 .unwrap_or_default()
         }

@@ -41,8 +41,13 @@ pub fn shape(m: Media, incoming: bool) -> Shape {
         Media::AtomXml if incoming => Shape::Text,
         Media::EventsJson | Media::EventJson | Media::AtomJson => Shape::JsonBatch,
         Media::EventsXml | Media::EventXml | Media::AtomXml => Shape::XmlBatch,
-        Media::Json | Media::StreamDesc | Media::AtomSvcJson => Shape::Json,
-        Media::AppXml | Media::TextXml | Media::AtomSvcXml | Media::Html | Media::TextPlain => Shape::Text,
+        Media::Json | Media::StreamDesc | Media::AtomSvcJson | Media::CompetingJson => Shape::Json,
+        Media::AppXml
+        | Media::TextXml
+        | Media::AtomSvcXml
+        | Media::CompetingXml
+        | Media::Html
+        | Media::TextPlain => Shape::Text,
         Media::OctetStream => Shape::Raw,
     }
 }

@@ -48,6 +48,30 @@ const factory = new EventStore.EventFactory();
     (e) => e.response && e.response.status === 400,
   );
 
+  // Persistent subscriptions: create (a second assert updates), read with ack/nack links, info.
+  const ps = client.persistentSubscriptions;
+  const group = 'js-group';
+  await ps.assert(group, stream, { startFrom: 0, maxRetryCount: 1, readBatchSize: 10, bufferSize: 50 });
+  await ps.assert(group, stream, { startFrom: 0, maxRetryCount: 2, readBatchSize: 10, bufferSize: 50 });
+  const page = await ps.getEvents(group, stream, 2, 'Body');
+  assert.deepStrictEqual(page.entries.map((e) => e.event.eventNumber), [1, 0]);
+  assert.deepStrictEqual(page.entries[1].event.data, { something: '123' });
+  await page.entries[1].ack();
+  await page.entries[0].nack();
+  // The nacked message comes back first (retry), then the next event; ackAll takes both.
+  const next = await ps.getEvents(group, stream, 2, 'Body');
+  assert.deepStrictEqual(next.entries.map((e) => e.event.eventNumber), [2, 1]);
+  await next.ackAll();
+  const info = await ps.getSubscriptionInfo(group, stream);
+  assert.strictEqual(info.totalItemsProcessed, 3);
+  assert.strictEqual(info.config.maxRetryCount, 2);
+  const mine = await ps.getStreamSubscriptionsInfo(stream);
+  assert.deepStrictEqual(mine.map((g) => g.groupName), [group]);
+  const every = await ps.getAllSubscriptionsInfo();
+  assert.ok(every.some((g) => g.eventStreamId === stream));
+  await ps.remove(group, stream);
+  await assert.rejects(ps.getSubscriptionInfo(group, stream), (e) => e.response && e.response.status === 404);
+
   await client.deleteStream(stream);
   assert.strictEqual(await client.checkStreamExists(stream), false);
   console.log('OK');

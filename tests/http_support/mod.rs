@@ -211,3 +211,23 @@ macro_rules! assert_feed_snapshot {
         })
     };
 }
+
+impl Server {
+    /// Shuts the node down (everything acknowledged is kept) and starts a new one on the same
+    /// directory with the same configuration.
+    pub async fn restart(self) -> Server {
+        let Server { node, done, _dir, .. } = self;
+        let config = node.config().clone();
+        node.request_shutdown();
+        done.await.unwrap();
+        drop(node);
+        let node = Node::open(annal::env::real::env(), config).unwrap();
+        let (addr, serve) = node.bind().await.unwrap();
+        let done = tokio::spawn(async move {
+            serve.await.unwrap();
+        });
+        let s = Server { client: Client { addr }, node, done, _dir };
+        assert_eq!(s.get("/ping", &[]).await.status, 200);
+        s
+    }
+}

@@ -1,5 +1,6 @@
 //! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members)
-//! and `/stats[/…]`.
+//! and `/stats[/…]`; it also carries the subscriptions area's routes
+//! ([`NodeRoute::Subscriptions`]), which a cluster node answers itself as it does the node's own.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
 use super::super::{media, node_info, stats, Api};
+use super::subscriptions::{self, SubRoute};
 
 /// A route of the node area.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,12 +27,20 @@ pub enum NodeRoute {
     GossipPost,
     /// `GET /stats[/path…]`.
     Stats(Vec<String>),
+    /// A persistent subscription route.
+    Subscriptions(SubRoute),
 }
 
 /// Adds the node area's routes of a path to `out`.
 pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
     if segs == ["gossip"] {
         out.push((Method::POST, Route::Node(NodeRoute::GossipPost)));
+    }
+    if segs.first() == Some(&"subscriptions") {
+        for (m, r) in subscriptions::routes(segs) {
+            out.push((m, Route::Node(NodeRoute::Subscriptions(r))));
+        }
+        return;
     }
     let route = match segs {
         ["ping"] => NodeRoute::Ping,
@@ -54,6 +64,15 @@ impl NodeRoute {
             }
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
             NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
+            NodeRoute::Subscriptions(r) => r.spec(),
+        }
+    }
+
+    /// The largest body the route reads.
+    pub fn body_limit(&self) -> Option<usize> {
+        match self {
+            NodeRoute::Subscriptions(r) => r.body_limit(),
+            _ => None,
         }
     }
 }
@@ -67,5 +86,6 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::Gossip => node_info::gossip(api, req).await,
         NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
+        NodeRoute::Subscriptions(r) => subscriptions::dispatch(api, r, req).await,
     }
 }
