@@ -591,7 +591,16 @@ fn persistent_subscriptions_run_on_the_leader_and_resume_on_the_next_one() {
         (r.status == 201).then_some(())
     });
     let follower = (leader + 1) % 3;
-    assert_eq!(request(procs[follower].http, "GET", "/subscriptions", &[], "").unwrap().status, 503);
+    // A follower forwards subscription requests to the leader (or redirects with
+    // ES-RequireMaster: True).
+    let r = request(procs[follower].http, "GET", "/subscriptions", &[("Accept", "application/json")], "")
+        .unwrap();
+    assert_eq!(r.status, 200, "the list through a follower: {}", r.headers);
+    let list: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(list[0]["groupName"], "g", "{list}");
+    let r =
+        request(procs[follower].http, "GET", "/subscriptions", &[("ES-RequireMaster", "True")], "").unwrap();
+    assert_eq!(r.status, 307);
     let (titles, ack) = take_page(procs[leader].http, "/subscriptions/ps/g/3").unwrap();
     assert_eq!(titles, ["2@ps", "1@ps", "0@ps"]);
     assert_eq!(request(procs[leader].http, "POST", &ack.unwrap(), &[], "").unwrap().status, 202);

@@ -6,7 +6,8 @@
 //!   leader whose lease ran out (it may have been replaced without knowing it), answers reads and
 //!   writes with `503 Server Is Not Ready`; so does a leader whose store has not published
 //!   everything its quorum committed (its reads would be stale);
-//! - a write (append, delete, metadata, users) on a node that does not lead is
+//! - a write (append, delete, metadata, users), and any request to persistent subscriptions
+//!   (they run on the leader only), on a node that does not lead is
 //!   forwarded to the leader, which answers it (the node relays the answer), or, with
 //!   `ES-RequireMaster: True`, answered `307 Temporary Redirect` to the same path on the leader;
 //!   with no leader known, `503`;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::area::node::NodeRoute;
 use super::area::streams::StreamRoute;
 use super::reply::Reply;
 use super::request::Req;
@@ -64,7 +66,9 @@ const FORWARD_SLACK: Duration = Duration::from_secs(5);
 /// What a cluster node does instead of handling the request, if anything.
 pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let cluster = api.node.cluster()?;
-    if matches!(route, Route::Node(_) | Route::Admin(_)) {
+    // Persistent subscriptions run on the leader only: every request to them goes there.
+    let leader_only = matches!(route, Route::Node(NodeRoute::Subscriptions(_)));
+    if !leader_only && matches!(route, Route::Node(_) | Route::Admin(_)) {
         return None;
     }
     let st = cluster.status();
@@ -86,7 +90,7 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
         | VNodeState::ShuttingDown => return not_ready(),
         _ => {}
     }
-    let write = writes(route, &req.method);
+    let write = leader_only || writes(route, &req.method);
     let require = req.require_master().unwrap_or(false);
     if !write && !require {
         return None;
