@@ -550,30 +550,35 @@ pub async fn measured_row(
     println!("{} {cpu_us:.0} | {per_commit} |", row(name, unit, &m));
 }
 
+/// The node a mode measures: the one at `--url`, or else a node started in-process in a fresh
+/// directory named after `mode` (returned with it, to be stopped and removed by the caller).
+/// Exits with a message when neither can be had.
+pub fn target_node(args: &Args, mode: &str) -> (Option<(LocalNode, std::path::PathBuf)>, SocketAddr) {
+    if let Some(u) = &args.url {
+        let addr = addr_of(u).unwrap_or_else(|e| {
+            eprintln!("annal-bench: {e}");
+            std::process::exit(2)
+        });
+        return (None, addr);
+    }
+    let dir = args.dir.join(format!("{mode}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    match LocalNode::start(&dir, 0) {
+        Ok(n) => {
+            let addr = n.addr;
+            (Some((n, dir)), addr)
+        }
+        Err(e) => {
+            eprintln!("annal-bench: cannot start a node: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// `annal-bench http`.
 pub fn http_mode(args: &Args) {
     let secs = args.seconds.unwrap_or(5.0);
-    let local = if args.url.is_none() {
-        let dir = args.dir.join(format!("http-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        match LocalNode::start(&dir, 0) {
-            Ok(n) => Some((n, dir)),
-            Err(e) => {
-                eprintln!("annal-bench: cannot start a node: {e}");
-                std::process::exit(1);
-            }
-        }
-    } else {
-        None
-    };
-    let addr = match (&local, &args.url) {
-        (Some((n, _)), _) => n.addr,
-        (None, Some(u)) => addr_of(u).unwrap_or_else(|e| {
-            eprintln!("annal-bench: {e}");
-            std::process::exit(2)
-        }),
-        (None, None) => unreachable!(),
-    };
+    let (local, addr) = target_node(args, "http");
     // The load generator: one thread, one task per connection.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     println!(

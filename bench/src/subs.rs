@@ -17,7 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::gen;
-use crate::http::{addr_of, preload, unique, Client, LocalNode, ADMIN_AUTH};
+use crate::http::{preload, unique, Client, ADMIN_AUTH};
 use crate::Args;
 
 const ACCEPT: (&str, &str) = ("accept", "application/vnd.eventstore.competingatom+json");
@@ -208,27 +208,7 @@ async fn run(addr: SocketAddr, events: u64) -> Result<(), String> {
 /// `annal-bench subs [--url URL] [--events N]`.
 pub fn subs_mode(args: &Args) {
     let events = args.events;
-    let local = if args.url.is_none() {
-        let dir = args.dir.join(format!("subs-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        match LocalNode::start(&dir, 0) {
-            Ok(n) => Some((n, dir)),
-            Err(e) => {
-                eprintln!("annal-bench: cannot start a node: {e}");
-                std::process::exit(1);
-            }
-        }
-    } else {
-        None
-    };
-    let addr = match (&local, &args.url) {
-        (Some((n, _)), _) => n.addr,
-        (None, Some(u)) => addr_of(u).unwrap_or_else(|e| {
-            eprintln!("annal-bench: {e}");
-            std::process::exit(2)
-        }),
-        (None, None) => unreachable!(),
-    };
+    let (local, addr) = crate::http::target_node(args, "subs");
     println!(
         "# annal-bench subs: {} ({addr}), {events} events of 256 bytes; machine: {} cores; load average before: {}",
         args.url.as_deref().unwrap_or("in-process node"),
