@@ -22,8 +22,8 @@
 //!   which publish what they hold up to it.
 //! - A leader that has not heard from a quorum within the election timeout steps down; a
 //!   follower that has not heard from a leader within its (randomised) election timeout stands.
-//!   A follower that the leader's heartbeats show behind, with nothing arriving for two
-//!   heartbeats (a shipment lost with its connection), subscribes again.
+//!   A follower that the leader's heartbeats show behind, with nothing arriving for an election
+//!   timeout (a shipment lost with its connection), subscribes again.
 //! - A leader asked to resign ([`Input::Resign`]) is `ResigningLeader`: it takes no new requests,
 //!   lets what it wrote commit (at most one election timeout), then tells the followers
 //!   ([`Msg::Resign`]) and names its most up-to-date voter, which stands at once; the others
@@ -1111,13 +1111,15 @@ impl Core {
             }
             Some((id, true)) => {
                 // A shipment lost on the way (its connection broke) leaves a gap that no later
-                // append reveals once writes stop: with the leader ahead and nothing arrived for
-                // two heartbeats, subscribe again from what is durable.
+                // append reveals once writes stop (or once the leader's shipping window is full
+                // of lost shipments): with the leader ahead and nothing arrived for an election
+                // timeout, subscribe again from what is durable. (Not sooner: a slow but live
+                // stream of shipments must not be restarted over and over.)
                 if self.written != self.progress.0 {
                     self.progress = (self.written, self.now);
                 }
-                let every = self.settings.heartbeat_interval.min(self.settings.election_timeout / 4);
-                if leader_end > self.written && self.now.saturating_sub(self.progress.1) >= every * 2 {
+                let stalled = self.now.saturating_sub(self.progress.1) >= self.settings.election_timeout;
+                if leader_end > self.written && stalled {
                     self.progress = (self.written, self.now);
                     self.subscribe(from, None, out);
                     return;
@@ -1657,7 +1659,7 @@ mod tests {
         net.queue.clear();
         // The followers notice at the next heartbeats that they miss what was shipped while
         // they were away, and subscribe again; the write commits and the leader hands over.
-        for _ in 0..3 {
+        for _ in 0..8 {
             for i in [1, 2] {
                 net.tick(i, Duration::from_millis(200));
             }
