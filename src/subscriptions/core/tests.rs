@@ -584,15 +584,36 @@ mod histories {
             w.apply(op);
         }
         w.drain();
-        // Checker: a parked message comes back on a replay (to a consumer alone in the group).
+        // Checker: a parked message comes back on a replay (to a consumer alone in the group). A
+        // restart may have read it again from the stream before the replay (its parked link
+        // outlived a checkpoint that was lost): then the replay leaves that copy to be delivered.
         if let Some(&n) = w.parked.first() {
             assert!(w.group.begin_replay());
             w.group.add_replayed(vec![Message::new(w.stream[n as usize].clone(), true)]);
             w.group.end_replay();
             w.now += w.group.consumer_lapse();
             let got = w.group.take("c9", "u", 1000, w.now).unwrap();
-            assert!(got.iter().any(|m| m.number == n && m.replayed), "parked event {n} not replayed");
+            assert!(got.iter().any(|m| m.number == n), "parked event {n} not replayed");
         }
+    }
+
+    /// Found by CI: an event parked, the checkpoint not yet past it, a restart: the event is read
+    /// from the stream again and is still buffered when its parked copy is replayed.
+    #[test]
+    fn a_parked_event_read_again_after_a_restart_is_replayed() {
+        use Op::*;
+        let ops = [
+            Poll(0, 1),
+            Write(vec![1]),
+            Write(vec![0]),
+            Poll(1, 1),
+            Answer(1, 0, 4),
+            Tick(true),
+            Crash,
+            Poll(0, 1),
+            Poll(1, 1),
+        ];
+        run(Strategy::Pinned, &ops);
     }
 
     proptest! {
