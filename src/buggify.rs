@@ -73,11 +73,17 @@ pub enum Bug {
     /// A redaction switch installs the candidate chunk without comparing it with the redaction
     /// the log computes itself.
     SwitchWithoutValidation,
+    /// Connections from other nodes accept any client certificate: the chain to the trusted
+    /// roots is not checked (the reserved common name still is).
+    PeerTrustsAnyClient,
+    /// A certificate reload puts the new set in force for the HTTP API and accepted node
+    /// connections but keeps dialling other nodes with the old certificate.
+    ReloadKeepsPeerClient,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 16] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -92,6 +98,8 @@ impl Bug {
         Bug::NewClusterNeverVotes,
         Bug::BackupChunksBeforeCheckpoints,
         Bug::SwitchWithoutValidation,
+        Bug::PeerTrustsAnyClient,
+        Bug::ReloadKeepsPeerClient,
     ];
 
     /// The switch's command-line name.
@@ -111,6 +119,8 @@ impl Bug {
             Bug::NewClusterNeverVotes => "new-cluster-never-votes",
             Bug::BackupChunksBeforeCheckpoints => "backup-chunks-before-checkpoints",
             Bug::SwitchWithoutValidation => "switch-without-validation",
+            Bug::PeerTrustsAnyClient => "peer-trusts-any-client",
+            Bug::ReloadKeepsPeerClient => "reload-keeps-peer-client",
         }
     }
 

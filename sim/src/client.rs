@@ -1,5 +1,6 @@
-//! An HTTP/1.1 client (hyper) over `turmoil::net::TcpStream`, with a per-request timeout in
-//! simulated time and one kept-alive connection that is dropped after any failure.
+//! An HTTP/1.1 client (hyper) over `turmoil::net::TcpStream`, plain or over TLS (the node's
+//! certificate checked against the roots given, for the address dialled), with a per-request
+//! timeout in simulated time and one kept-alive connection that is dropped after any failure.
 //!
 //! Invariant: [`Failure::NotSent`] is returned only when no byte of the request can have reached
 //! the node (the connection could not be opened); every other failure leaves the request's effect
@@ -49,12 +50,20 @@ pub struct Client {
     conn: Option<(SendRequest<Full<Bytes>>, tokio::task::JoinHandle<()>)>,
     /// The address requests go to instead of the home node (after a redirect).
     target: Option<std::net::SocketAddr>,
+    /// TLS, when the node serves it.
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl Client {
     /// A client of `host:port`; each request (including connecting) gets `timeout`.
     pub fn new(host: &str, port: u16, timeout: Duration) -> Client {
-        Client { host: host.to_owned(), port, timeout, conn: None, target: None }
+        Client { host: host.to_owned(), port, timeout, conn: None, target: None, tls: None }
+    }
+
+    /// Speaks TLS with `config` (`None`: plain HTTP).
+    pub fn with_tls(mut self, config: Option<std::sync::Arc<rustls::ClientConfig>>) -> Client {
+        self.tls = config;
+        self
     }
 
     /// Where requests go: the home node's name, or the address of a redirect's target.
@@ -96,13 +105,31 @@ impl Client {
             Ok(Err(e)) => return Err(Failure::NotSent(format!("connect: {e}"))),
             Err(_) => return Err(Failure::NotSent("connect timed out".into())),
         };
-        let (send, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-            Ok(x) => x,
-            Err(e) => return Err(Failure::NotSent(format!("handshake: {e}"))),
+        let task = match &self.tls {
+            None => {
+                let (send, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+                    Ok(x) => x,
+                    Err(e) => return Err(Failure::NotSent(format!("handshake: {e}"))),
+                };
+                (send, tokio::task::spawn_local(async move { drop(conn.await) }))
+            }
+            Some(config) => {
+                let ip = stream.peer_addr().map_err(|e| Failure::NotSent(format!("peer address: {e}")))?.ip();
+                let name = rustls::pki_types::ServerName::IpAddress(ip.into());
+                let tls = tokio_rustls::TlsConnector::from(config.clone()).connect(name, stream);
+                let stream = match tokio::time::timeout(self.timeout, tls).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return Err(Failure::NotSent(format!("TLS handshake: {e}"))),
+                    Err(_) => return Err(Failure::NotSent("TLS handshake timed out".into())),
+                };
+                let (send, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+                    Ok(x) => x,
+                    Err(e) => return Err(Failure::NotSent(format!("handshake: {e}"))),
+                };
+                (send, tokio::task::spawn_local(async move { drop(conn.await) }))
+            }
         };
-        let task = tokio::task::spawn_local(async move {
-            let _ = conn.await;
-        });
+        let (send, task) = task;
         self.conn = Some((send, task));
         Ok(())
     }

@@ -39,6 +39,7 @@ pub mod maintenance;
 pub mod network;
 pub mod panics;
 pub mod rig;
+pub mod rollover;
 pub mod scenario;
 pub mod shared;
 pub mod workload;

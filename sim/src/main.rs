@@ -9,8 +9,10 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
-//!          --scenario faults|backup|redact (one node: backups by the copy tool, each restored
-//!          and checked, or redactions with a crash at every step of the switch)
+//!          --scenario faults|backup|redact|certs (backup, redact: one node; backups by the
+//!          copy tool, each restored and checked, or redactions with a crash at every step of the
+//!          switch; certs: a TLS cluster, of three unless --cluster says otherwise, whose
+//!          certificates are rolled under load and after healing)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -71,7 +73,7 @@ fn parse() -> Result<Args, String> {
             "--scenario" => {
                 let v = val(i)?;
                 a.base.scenario = Scenario::parse(&v)
-                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact"))?;
+                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact, certs"))?;
             }
             "--bug" => {
                 let v = val(i)?;
@@ -96,14 +98,22 @@ fn parse() -> Result<Args, String> {
         }
         i += 2;
     }
-    if a.base.scenario != Scenario::Faults && (a.base.cluster || a.base.nodes != 1) {
+    if a.base.scenario == Scenario::Certs {
+        if a.base.replica {
+            return Err("--scenario certs rolls the members of a cluster (no --replica)".into());
+        }
+        if !a.base.cluster {
+            let c = Options::cluster(a.base.seed, 3);
+            (a.base.nodes, a.base.cluster, a.base.duration) = (3, true, c.duration);
+        }
+    } else if a.base.scenario != Scenario::Faults && (a.base.cluster || a.base.nodes != 1) {
         return Err(format!("--scenario {} runs one node (no --nodes or --cluster)", a.base.scenario.name()));
     }
     Ok(a)
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

@@ -184,6 +184,7 @@ impl Rig {
             delete_permille: [0, 5, 20][rng.gen_range(0..3)],
             cluster: false,
             members: Vec::new(),
+            tls: None,
         };
         let mem = Arc::new(MemDisk::default());
         let faults = SeededFaults::new(seed ^ 0xd15c_0000_0000_0002);

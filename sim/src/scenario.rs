@@ -76,7 +76,8 @@ pub struct Options {
     pub scenario: Scenario,
 }
 
-/// What a run exercises besides the clients and the faults (one node only, except `Faults`).
+/// What a run exercises besides the clients and the faults (one node only, except `Faults`, and
+/// `Certs`, which needs a cluster).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     /// The clients and the fault plan alone (every seed's historic run).
@@ -87,11 +88,14 @@ pub enum Scenario {
     /// Redactions with a crash at every step of the switch ([`crate::maintenance`],
     /// [`crate::checker::redaction`]).
     Redact,
+    /// A TLS cluster whose certificates are rolled under load and again after healing, with bad
+    /// reloads and an intruder ([`crate::rollover`]; a cluster of three).
+    Certs,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 3] = [Scenario::Faults, Scenario::Backup, Scenario::Redact];
+    pub const ALL: [Scenario; 4] = [Scenario::Faults, Scenario::Backup, Scenario::Redact, Scenario::Certs];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -99,6 +103,7 @@ impl Scenario {
             Scenario::Faults => "faults",
             Scenario::Backup => "backup",
             Scenario::Redact => "redact",
+            Scenario::Certs => "certs",
         }
     }
 
@@ -132,9 +137,12 @@ impl Options {
         }
     }
 
-    /// The quick run of one node with `scenario`.
+    /// The quick run of `scenario`: one node, or for [`Scenario::Certs`] a cluster of three.
     pub fn with_scenario(seed: u64, scenario: Scenario) -> Options {
-        Options { scenario, ..Options::quick(seed) }
+        match scenario {
+            Scenario::Certs => Options { scenario, ..Options::cluster(seed, 3) },
+            _ => Options { scenario, ..Options::quick(seed) },
+        }
     }
 
     /// The quick run as one cluster of `n` members: 10 s of workload, 8 clients on 4 hosts per
@@ -264,6 +272,10 @@ enum Item {
     Resign,
     /// A redaction attempt on node 0 (the redaction scenario).
     Redact,
+    /// Node `k` is rolled to the second generation of certificates (the rollover scenario).
+    Roll(usize),
+    /// A bad certificate reload of node `k` (the rollover scenario).
+    BadReload(usize, crate::rollover::Bad),
 }
 
 /// The partitions between node hosts of a run of `nodes`: a few, each between two random hosts,
@@ -294,6 +306,14 @@ pub fn run(opts: &Options) -> RunResult {
     if opts.cluster {
         form_cluster(&mut rigs, nodes, opts.clients);
     }
+    let mut rollover =
+        (opts.scenario == Scenario::Certs).then(|| crate::rollover::Rollover::new(seed, nodes));
+    if let Some(roll) = &rollover {
+        for r in rigs.iter_mut() {
+            r.config.tls = Some(crate::rollover::settings());
+            r.workload.tls = Some(roll.client_config());
+        }
+    }
     let names: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
     crate::panics::begin();
     let buggify = rigs[0].plan.has(FaultKind::Buggify);
@@ -311,6 +331,10 @@ pub fn run(opts: &Options) -> RunResult {
     for r in &rigs {
         r.start_clients(&mut sim, opts.clients);
         r.set_base_latency(&sim);
+    }
+    if let Some(roll) = &mut rollover {
+        roll.install(&sim, &rigs);
+        roll.start_intruder(&mut sim, &rigs, opts.duration.as_micros() as u64);
     }
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
@@ -351,6 +375,29 @@ pub fn run(opts: &Options) -> RunResult {
     }
     for k in 0..hosts {
         at(&mut queue, end, Item::Node(k, Action::Heal));
+    }
+    if rollover.is_some() {
+        // Roll 1: every member in a seeded order, from a seeded time in the workload's first half;
+        // and a few bad reloads.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xce27_0000_0000_000b);
+        let mut order: Vec<usize> = (0..nodes).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        let mut t = rng.gen_range(end / 8..end / 2);
+        for k in order {
+            at(&mut queue, t, Item::Roll(k));
+            t += rng.gen_range(300_000..2_000_000);
+        }
+        for _ in 0..rng.gen_range(2..=4) {
+            let bad = [
+                crate::rollover::Bad::MissingKey,
+                crate::rollover::Bad::KeyMismatch,
+                crate::rollover::Bad::Expired,
+                crate::rollover::Bad::WrongCa,
+            ][rng.gen_range(0..4)];
+            at(&mut queue, rng.gen_range(0..end), Item::BadReload(rng.gen_range(0..nodes), bad));
+        }
     }
     if opts.scenario == Scenario::Redact {
         let mut t = 0u64;
@@ -433,6 +480,18 @@ pub fn run(opts: &Options) -> RunResult {
                         }
                     }
                 }
+                Item::Roll(k) => {
+                    if let Some(roll) = &mut rollover {
+                        if !roll.roll(&rigs[k], k, 1, now) {
+                            at(&mut queue, now + 300_000, Item::Roll(k));
+                        }
+                    }
+                }
+                Item::BadReload(k, bad) => {
+                    if let Some(roll) = &mut rollover {
+                        roll.bad_reload(&rigs[k], k, bad, now);
+                    }
+                }
                 Item::Redact => {
                     if let Some(case) = crate::maintenance::redact_once(&rigs[0], &mut redactor, now) {
                         redactions.push(case);
@@ -495,6 +554,11 @@ pub fn run(opts: &Options) -> RunResult {
             }
             let _ = watch.observe(&rigs, sim.elapsed().as_micros() as u64);
         }
+        if let Some(roll) = &mut rollover {
+            if watch.settled(&rigs) {
+                failures.extend(roll_after_healing(roll, &rigs, &mut sim, &mut watch, seed));
+            }
+        }
         logs = rigs.iter().filter_map(committed_log).collect();
     }
     // Members that may vote at the end: intact ones, except those that never voted nor received a
@@ -545,6 +609,15 @@ pub fn run(opts: &Options) -> RunResult {
             inconclusive.extend(report.inconclusive);
             check_steps += report.steps;
             failures.extend(crate::checker::check_cluster(&watch.seen, &logs, end, electable));
+            if let Some(roll) = &rollover {
+                failures.extend(crate::rollover::check_intruder(&watch.seen));
+                failures.extend(roll.failures.iter().cloned());
+                r.shared.note(
+                    sim_time.as_micros() as u64,
+                    "sim",
+                    format!("certificates: {} reloads, {} bad reloads refused", roll.reloads, roll.refused),
+                );
+            }
             return;
         }
         for r in &rigs {
@@ -602,6 +675,81 @@ pub fn run(opts: &Options) -> RunResult {
         inconclusive,
         check_steps,
         check_wall,
+    }
+}
+
+/// Roll 2 of the rollover scenario, on the settled cluster after healing: every member in a
+/// seeded order to the third generation; then, after the reset interval, the cluster must
+/// converge within [`crate::rollover::CONVERGE_WITHIN`].
+fn roll_after_healing(
+    roll: &mut crate::rollover::Rollover,
+    rigs: &[Rig],
+    sim: &mut turmoil::Sim,
+    watch: &mut Watch,
+    seed: u64,
+) -> Vec<String> {
+    use crate::rollover::{CONVERGE_FROM, CONVERGE_WITHIN, PEER_RESET};
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xce27_0000_0000_000c);
+    let mut order: Vec<usize> = (0..roll.generation.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    let step_until =
+        |sim: &mut turmoil::Sim, watch: &mut Watch, until: Duration, stop: &dyn Fn(&Watch) -> bool| {
+            while sim.elapsed() < until {
+                if let Err(e) = sim.step() {
+                    return Err(format!("the simulation stopped during the certificate rollover: {e}"));
+                }
+                let _ = watch.observe(rigs, sim.elapsed().as_micros() as u64);
+                if stop(watch) {
+                    break;
+                }
+            }
+            Ok(())
+        };
+    for k in order {
+        loop {
+            let now = sim.elapsed().as_micros() as u64;
+            if roll.roll(&rigs[k], k, 2, now) {
+                break;
+            }
+            let until = sim.elapsed() + Duration::from_millis(300);
+            if let Err(e) = step_until(sim, watch, until, &|_| false) {
+                return vec![e];
+            }
+        }
+        let until = sim.elapsed() + Duration::from_millis(rng.gen_range(50..400));
+        if let Err(e) = step_until(sim, watch, until, &|_| false) {
+            return vec![e];
+        }
+    }
+    let last = sim.elapsed();
+    let from = last + PEER_RESET + CONVERGE_FROM;
+    if let Err(e) = step_until(sim, watch, from, &|_| false) {
+        return vec![e];
+    }
+    let deadline = last + PEER_RESET + CONVERGE_WITHIN;
+    if let Err(e) = step_until(sim, watch, deadline, &|w| w.settled(rigs)) {
+        return vec![e];
+    }
+    let at = sim.elapsed();
+    if watch.settled(rigs) {
+        rigs[0].shared.note(
+            at.as_micros() as u64,
+            "sim",
+            format!(
+                "certificates: rolled everywhere after healing; converged {:?} after the last reload",
+                at - last
+            ),
+        );
+        Vec::new()
+    } else {
+        vec![format!(
+            "converges after the rollover: every member reloaded the third generation by {:.3} s, and by {:.3} s \
+             (the reset interval of {PEER_RESET:?} plus {CONVERGE_WITHIN:?}) no leader was followed by every member",
+            last.as_secs_f64(),
+            deadline.as_secs_f64()
+        )]
     }
 }
 

@@ -53,6 +53,8 @@ pub struct WorkloadConfig {
     pub cluster: bool,
     /// A cluster's node hosts: after a failure a client moves on to the next one.
     pub members: Vec<String>,
+    /// TLS, when the nodes serve it (the certificate rollover scenario).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// Redirects a request follows before it is given up (and recorded as refused: a `307` means the
@@ -80,7 +82,7 @@ pub async fn client(me: usize, seed: u64, cfg: WorkloadConfig, shared: Rc<Shared
     let mut st = ClientState {
         me,
         rng: ChaCha8Rng::seed_from_u64(seed ^ 0xc11e_0000 ^ ((me as u64) << 20)),
-        http: Client::new(&cfg.node, PORT, cfg.timeout),
+        http: Client::new(&cfg.node, PORT, cfg.timeout).with_tls(cfg.tls.clone()),
         known: vec![-1; cfg.streams],
         dead: vec![false; cfg.streams],
         seq: 0,
@@ -314,9 +316,9 @@ fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
     }
 }
 
-/// The address of a redirect's `Location` (`http://ip:port/path`).
+/// The address of a redirect's `Location` (`http://ip:port/path`, or `https://` with TLS).
 fn redirect_target(location: &str) -> Option<std::net::SocketAddr> {
-    let rest = location.strip_prefix("http://")?;
+    let rest = location.strip_prefix("http://").or_else(|| location.strip_prefix("https://"))?;
     rest.split('/').next()?.parse().ok()
 }
 

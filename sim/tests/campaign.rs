@@ -70,6 +70,22 @@ fn maintenance_scenarios() {
     }
 }
 
+/// The certificate rollover on a TLS cluster of three: rolled under load and after healing, bad
+/// reloads refused, the intruder kept out; it replays exactly.
+#[test]
+fn certificate_rollover_scenario() {
+    let seeds: Vec<u64> = (0..16).collect();
+    let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Certs));
+    show(&s.line("scenario certs", seeds.len()));
+    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "scenario certs: failing seeds: {failed:?}");
+    let r = annal_sim::run(&Options::with_scenario(1, Scenario::Certs));
+    let rolled = r.trace.iter().any(|l| l.contains("rolled everywhere after healing; converged"));
+    let summary = r.trace.iter().find(|l| l.contains("bad reloads refused")).cloned().unwrap_or_default();
+    assert!(rolled && !summary.contains(" 0 reloads") && !summary.contains(" 0 bad"), "{summary}");
+    meta(&Options::with_scenario(3, Scenario::Certs)).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn determinism_canary() {
     for seed in [1, 2, 3] {

@@ -179,6 +179,10 @@ impl Tls {
                     "certificates reloaded: all certificates successfully loaded"
                 );
                 warn_expiry(&new.set, &self.time);
+                let mut new = new;
+                if crate::buggify::bug(crate::buggify::Bug::ReloadKeepsPeerClient) {
+                    new.peer_client = old.peer_client.clone();
+                }
                 *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
                 Ok(facts)
             }
@@ -225,10 +229,13 @@ fn build(files: &dyn Disk, settings: TlsSettings, time: &EnvTime) -> Result<Acti
         .map_err(cfg)?;
     http.alpn_protocols = vec![b"http/1.1".to_vec()];
     http.ignore_client_order = true;
-    let client_verifier =
+    let mut client_verifier =
         rustls::server::WebPkiClientVerifier::builder_with_provider(set.roots.clone(), provider.clone())
             .build()
             .map_err(|e| ReloadError::Config(e.to_string()))?;
+    if crate::buggify::bug(crate::buggify::Bug::PeerTrustsAnyClient) {
+        client_verifier = Arc::new(bug::AnyClient(client_verifier));
+    }
     let peer_server = ServerConfig::builder_with_details(provider.clone(), time_arc.clone())
         .with_protocol_versions(versions)
         .map_err(cfg)?
@@ -248,4 +255,52 @@ fn build(files: &dyn Disk, settings: TlsSettings, time: &EnvTime) -> Result<Acti
         peer_server: Arc::new(peer_server),
         peer_client: Arc::new(peer_client),
     })
+}
+
+/// What the bug switches put in place of a real check (the simulator proves its checkers catch
+/// them).
+mod bug {
+    use std::sync::Arc;
+
+    use rustls::client::danger::HandshakeSignatureValid;
+    use rustls::pki_types::{CertificateDer, UnixTime};
+    use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+    use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+
+    /// `peer-trusts-any-client`: the real verifier, except that any chain is taken.
+    #[derive(Debug)]
+    pub struct AnyClient(pub Arc<dyn ClientCertVerifier>);
+
+    impl ClientCertVerifier for AnyClient {
+        fn root_hint_subjects(&self) -> &[DistinguishedName] {
+            self.0.root_hint_subjects()
+        }
+        fn verify_client_cert(
+            &self,
+            _end_entity: &CertificateDer<'_>,
+            _intermediates: &[CertificateDer<'_>],
+            _now: UnixTime,
+        ) -> Result<ClientCertVerified, rustls::Error> {
+            Ok(ClientCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
 }

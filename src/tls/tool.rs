@@ -64,7 +64,11 @@ fn serial(seed: u64) -> SerialNumber {
 /// A self-signed CA valid for `days` from `not_before` (seconds since the epoch); `serial_seed`
 /// gives its serial number and name suffix.
 pub fn create_ca(not_before: i64, days: i64, serial_seed: u64) -> Result<Pair, String> {
-    let key = KeyPair::generate().map_err(|e| e.to_string())?;
+    create_ca_with(KeyPair::generate().map_err(|e| e.to_string())?, not_before, days, serial_seed)
+}
+
+/// [`create_ca`] with the CA's key given.
+pub fn create_ca_with(key: KeyPair, not_before: i64, days: i64, serial_seed: u64) -> Result<Pair, String> {
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, format!("Annal CA {serial_seed:016x}"));
@@ -82,6 +86,11 @@ pub fn create_ca(not_before: i64, days: i64, serial_seed: u64) -> Result<Pair, S
 
 /// A node certificate signed by the CA `ca`.
 pub fn create_node(ca: &Pair, spec: &NodeSpec, serial_seed: u64) -> Result<Pair, String> {
+    create_node_with(ca, spec, serial_seed, KeyPair::generate().map_err(|e| e.to_string())?)
+}
+
+/// [`create_node`] with the node's key given.
+pub fn create_node_with(ca: &Pair, spec: &NodeSpec, serial_seed: u64, key: KeyPair) -> Result<Pair, String> {
     if spec.ips.is_empty() && spec.dns.is_empty() {
         return Err("a node certificate needs at least one IP address or DNS name".into());
     }
@@ -91,7 +100,6 @@ pub fn create_node(ca: &Pair, spec: &NodeSpec, serial_seed: u64) -> Result<Pair,
     let issuer = ca_params
         .self_signed(&ca_key)
         .map_err(|e| format!("the CA key does not fit the CA certificate: {e}"))?;
-    let key = KeyPair::generate().map_err(|e| e.to_string())?;
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, spec.common_name.clone());
@@ -112,6 +120,18 @@ pub fn create_node(ca: &Pair, spec: &NodeSpec, serial_seed: u64) -> Result<Pair,
     p.serial_number = Some(serial(serial_seed));
     let cert = p.signed_by(&key, &issuer, &ca_key).map_err(|e| e.to_string())?;
     Ok(Pair { cert: cert.pem(), key: key.serialize_pem() })
+}
+
+/// An Ed25519 key made from a 32-byte seed: the same seed gives the same key, and Ed25519
+/// signatures are deterministic and of one length, so certificates made with it are the same
+/// bytes every time (the simulator's certificates come from the run's seed).
+pub fn seeded_key(seed: [u8; 32]) -> Result<KeyPair, String> {
+    // PKCS #8 v1 of an Ed25519 private key (RFC 8410): the fixed header, then the seed.
+    let mut der =
+        vec![0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
+    der.extend_from_slice(&seed);
+    let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der);
+    KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_ED25519).map_err(|e| e.to_string())
 }
 
 const USAGE: &str = "\
@@ -347,5 +367,49 @@ mod tests {
         .is_err());
         let no_names = NodeSpec { ips: vec![], dns: vec![], ..spec };
         assert!(create_node(&ca, &no_names, 1).is_err());
+    }
+
+    #[test]
+    fn seeded_keys_make_the_same_certificates_and_load_as_a_set() {
+        use crate::env::Disk;
+        let now = 1_700_000_000;
+        let make = || {
+            let ca = create_ca_with(seeded_key([1; 32]).unwrap(), now, 30, 7).unwrap();
+            let spec = NodeSpec {
+                common_name: "node.sim".into(),
+                ips: vec!["192.168.0.1".parse().unwrap()],
+                dns: vec![],
+                not_before: now,
+                days: 10,
+            };
+            let node = create_node_with(&ca, &spec, 9, seeded_key([2; 32]).unwrap()).unwrap();
+            (ca, node)
+        };
+        let (ca, node) = make();
+        let (ca2, node2) = make();
+        assert_eq!((&ca.cert, &ca.key, &node.cert), (&ca2.cert, &ca2.key, &node2.cert));
+        assert_ne!(
+            seeded_key([3; 32]).unwrap().public_key_der(),
+            seeded_key([2; 32]).unwrap().public_key_der()
+        );
+        let disk = crate::env::mem::MemDisk::volatile();
+        let put = |p: &str, text: &str| {
+            let f = disk.open(std::path::Path::new(p), crate::env::OpenMode::CreateTruncate).unwrap();
+            f.write_all_at(text.as_bytes(), 0).unwrap();
+        };
+        disk.create_dir_all(std::path::Path::new("/c/ca")).unwrap();
+        put("/c/ca/ca.crt", &ca.cert);
+        put("/c/node.crt", &node.cert);
+        put("/c/node.key", &node.key);
+        let paths = super::super::CertPaths {
+            certificate: "/c/node.crt".into(),
+            private_key: "/c/node.key".into(),
+            trusted_roots: "/c/ca".into(),
+            reserved_cn: String::new(),
+        };
+        let at =
+            rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(now as u64 + 60));
+        let set = super::super::load::load(&disk, &paths, at).unwrap();
+        assert_eq!(set.reserved_cn, "node.sim");
     }
 }
