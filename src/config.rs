@@ -51,6 +51,8 @@ pub struct OptionSpec {
 }
 
 const PROJECTIONS: &[&str] = &["None", "System", "All"];
+/// Options whose values are secrets: `/info/options` shows `****` for them when they are set.
+pub const SENSITIVE_OPTIONS: &[&str] = &["CertificatePassword", "CertificatePrivateKeyPassword"];
 /// Default chunk size with `--mem-db`.
 pub const MEM_DB_CHUNK_SIZE: u64 = 16 * 1024 * 1024;
 
@@ -279,7 +281,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         group: "Certificates",
         kind: Kind::Text,
         default: "",
-        help: "The node certificate (PEM, followed by any intermediates; or one DER certificate). Setting it turns TLS on for the HTTP API and between nodes.",
+        help: "The node certificate (PEM, followed by any intermediates; or one DER certificate; or, without CertificatePrivateKeyFile, a PKCS #12 bundle holding the key). Setting it turns TLS on for the HTTP API and between nodes.",
     },
     OptionSpec {
         name: "CertificatePrivateKeyFile",
@@ -288,7 +290,25 @@ pub const OPTIONS: &[OptionSpec] = &[
         group: "Certificates",
         kind: Kind::Text,
         default: "",
-        help: "The node certificate's private key (PEM: PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY).",
+        help: "The node certificate's private key (PEM: PRIVATE KEY, RSA PRIVATE KEY, EC PRIVATE KEY, or ENCRYPTED PRIVATE KEY with CertificatePrivateKeyPassword).",
+    },
+    OptionSpec {
+        name: "CertificatePrivateKeyPassword",
+        flag: "certificate-private-key-password",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "",
+        help: "Password of an encrypted private key file (PKCS #8, PBES2). Never shown by /info/options.",
+    },
+    OptionSpec {
+        name: "CertificatePassword",
+        flag: "certificate-password",
+        aliases: &[],
+        group: "Certificates",
+        kind: Kind::Text,
+        default: "",
+        help: "Password of a PKCS #12 certificate file. Never shown by /info/options.",
     },
     OptionSpec {
         name: "TrustedRootCertificatesPath",
@@ -1085,12 +1105,6 @@ impl Config {
         let tls = if insecure || get("CertificateFile").is_empty() {
             None
         } else {
-            if get("CertificatePrivateKeyFile").is_empty() {
-                return Err(ConfigError::Conflict(
-                    "CertificateFile is set but CertificatePrivateKeyFile is not: the node needs the certificate's private key"
-                        .into(),
-                ));
-            }
             let reset = int("NodeConnectionResetIntervalMs");
             if reset < MIN_NODE_CONNECTION_RESET_MS {
                 return Err(ConfigError::Invalid {
@@ -1105,6 +1119,8 @@ impl Config {
                     private_key: PathBuf::from(get("CertificatePrivateKeyFile")),
                     trusted_roots: PathBuf::from(get("TrustedRootCertificatesPath")),
                     reserved_cn: get("CertificateReservedNodeCommonName").trim().to_string(),
+                    key_password: crate::tls::load::Password(get("CertificatePrivateKeyPassword")),
+                    bundle_password: crate::tls::load::Password(get("CertificatePassword")),
                 },
                 peer_reset: Duration::from_millis(reset),
             })

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{start, ADMIN, OPS};
+use support::{start, start_with, ADMIN, OPS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,6 +43,25 @@ async fn ping_info_options() {
         opts.as_array().unwrap().iter().all(|o| o["name"] != "IntIp"),
         "aliases are not listed as options"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_options_never_shows_a_password() {
+    let s = start_with(|c| {
+        c.values.insert("CertificatePassword", ("bundle secret".into(), annal::config::Source::CommandLine));
+        c.values.insert(
+            "CertificatePrivateKeyPassword",
+            ("key secret".into(), annal::config::Source::Environment),
+        );
+    })
+    .await;
+    let r = s.get("/info/options", &[OPS]).await;
+    assert!(!r.text().contains("secret"), "{}", r.text());
+    let opts = r.json();
+    let find = |n: &str| opts.as_array().unwrap().iter().find(|o| o["name"] == n).unwrap().clone();
+    assert_eq!(find("CertificatePassword")["value"], "****");
+    assert_eq!(find("CertificatePrivateKeyPassword")["value"], "****");
+    assert_eq!(find("CertificateFile")["value"], "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

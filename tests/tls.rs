@@ -463,6 +463,7 @@ fn load_checks_the_reserved_common_name_and_reads_der_files() {
         private_key: files.dir.join("node.key"),
         trusted_roots: files.dir.join("ca"),
         reserved_cn: reserved.into(),
+        ..Default::default()
     };
     let auto = annal::tls::load::load(&disk, &paths(""), at).unwrap();
     assert_eq!((auto.reserved_cn.as_str(), auto.reserved_auto), ("node1.esdb.example.org", true));
@@ -485,6 +486,64 @@ fn load_checks_the_reserved_common_name_and_reads_der_files() {
     files.install(&ca1, &later);
     let e = annal::tls::load::load(&disk, &paths(""), at).unwrap_err();
     assert!(e.to_string().contains("not valid"), "{e}");
+}
+
+#[test]
+fn encrypted_keys_and_pkcs12_bundles_load_with_their_passwords() {
+    use pkcs8::der::Decode;
+    let root = tempfile::tempdir().unwrap();
+    let ca1 = ca();
+    let n1 = node_cert(&ca1, "node1.esdb.example.org", now() - 60, 10);
+    let files = Files::new(root.path().join("n"), &ca1, &n1);
+    let disk = annal::env::real::RealDisk;
+    let at = rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_secs(now() as u64));
+    let paths = |key_password: &str| annal::tls::CertPaths {
+        certificate: files.dir.join("node.crt"),
+        private_key: files.dir.join("node.key"),
+        trusted_roots: files.dir.join("ca"),
+        key_password: annal::tls::load::Password(key_password.into()),
+        ..Default::default()
+    };
+    // An encrypted PKCS #8 key (PBES2: PBKDF2-SHA256, AES-256-CBC).
+    let key_der = rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(n1.key.as_bytes()).unwrap();
+    let info = pkcs8::PrivateKeyInfo::from_der(key_der.secret_pkcs8_der()).unwrap();
+    let params = pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &[7; 16], &[9; 16]).unwrap();
+    let encrypted = info.encrypt_with_params(params, "s3cret").unwrap();
+    let pem = encrypted.to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF).unwrap();
+    files.put("node.key", pem.as_bytes());
+    let set = annal::tls::load::load(&disk, &paths("s3cret"), at).unwrap();
+    assert_eq!(set.about.thumbprint, thumb(&n1));
+    let e = annal::tls::load::load(&disk, &paths(""), at).unwrap_err();
+    assert!(e.to_string().contains("set CertificatePrivateKeyPassword"), "{e}");
+    let e = annal::tls::load::load(&disk, &paths("wrong"), at).unwrap_err();
+    assert!(e.to_string().contains("cannot decrypt the private key"), "{e}");
+    // The password is never printed.
+    assert!(!format!("{:?}", paths("s3cret")).contains("s3cret"));
+
+    // A PKCS #12 bundle (node certificate, then the root, which is left out) without a key file.
+    let chain = [der(&n1.cert), der(&ca1.cert)]
+        .iter()
+        .map(|c| p12_keystore::Certificate::from_der(c).unwrap())
+        .collect::<Vec<_>>();
+    let mut store = p12_keystore::KeyStore::new();
+    let entry = p12_keystore::PrivateKeyChain::new(key_der.secret_pkcs8_der(), [1u8; 20], chain);
+    store.add_entry("node", p12_keystore::KeyStoreEntry::PrivateKeyChain(entry));
+    files.put("node.p12", &store.writer("bundle-pw").write().unwrap());
+    let bundle = |password: &str| annal::tls::CertPaths {
+        certificate: files.dir.join("node.p12"),
+        trusted_roots: files.dir.join("ca"),
+        bundle_password: annal::tls::load::Password(password.into()),
+        ..Default::default()
+    };
+    let set = annal::tls::load::load(&disk, &bundle("bundle-pw"), at).unwrap();
+    assert_eq!((set.about.thumbprint.as_str(), set.chain.len()), (thumb(&n1).as_str(), 1));
+    let e = annal::tls::load::load(&disk, &bundle("nope"), at).unwrap_err();
+    assert!(e.to_string().contains("wrong CertificatePassword"), "{e}");
+    // A PEM certificate without a key file is not a bundle: the error says what to set.
+    files.put("node.crt", n1.cert.as_bytes());
+    let pem_only = annal::tls::CertPaths { certificate: files.dir.join("node.crt"), ..bundle("") };
+    let e = annal::tls::load::load(&disk, &pem_only, at).unwrap_err();
+    assert!(e.to_string().contains("set CertificatePrivateKeyFile too"), "{e}");
 }
 
 /// Three nodes on loopback over mutual TLS.
@@ -660,6 +719,7 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
                 private_key: files.dir.join("node.key"),
                 trusted_roots: files.dir.join("ca"),
                 reserved_cn: String::new(),
+                ..Default::default()
             },
             peer_reset: reset,
         };

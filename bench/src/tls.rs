@@ -63,6 +63,7 @@ fn certificates(dir: &std::path::Path) -> Result<(annal::tls::TlsSettings, Strin
             private_key: dir.join("node.key"),
             trusted_roots: roots,
             reserved_cn: String::new(),
+            ..Default::default()
         },
         peer_reset: annal::tls::DEFAULT_PEER_RESET,
     };

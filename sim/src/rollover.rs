@@ -80,6 +80,7 @@ pub fn settings() -> TlsSettings {
             private_key: Path::new(DIR).join("node.key"),
             trusted_roots: Path::new(DIR).join("ca"),
             reserved_cn: String::new(),
+            ..Default::default()
         },
         peer_reset: PEER_RESET,
     }

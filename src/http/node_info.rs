@@ -61,7 +61,10 @@ pub fn options(api: &Api, req: &Req) -> Reply {
     let items: Vec<Value> = OPTIONS
         .iter()
         .map(|o| {
-            let value = api.node.config().values.get(o.name).map(|(v, _)| v.clone()).unwrap_or_default();
+            let mut value = api.node.config().values.get(o.name).map(|(v, _)| v.clone()).unwrap_or_default();
+            if !value.is_empty() && crate::config::SENSITIVE_OPTIONS.contains(&o.name) {
+                value = "****".into();
+            }
             let mut m = serde_json::Map::new();
             m.insert("name".into(), json!(o.name));
             let description = match o.alias_note() {

@@ -4,8 +4,11 @@
 //! error, naming the file and what is wrong with it.
 //!
 //! Checks, in order: the certificate file holds PEM `CERTIFICATE` blocks (or one DER
-//! certificate); the key file holds exactly one private key (`PRIVATE KEY`, `RSA PRIVATE KEY`
-//! or `EC PRIVATE KEY`) that signs for the certificate's public key; the node certificate's
+//! certificate); the key file holds exactly one private key (`PRIVATE KEY`, `RSA PRIVATE KEY`,
+//! `EC PRIVATE KEY`, or `ENCRYPTED PRIVATE KEY` opened with `CertificatePrivateKeyPassword`)
+//! that signs for the certificate's public key — or, with no key file configured, the
+//! certificate file is a PKCS #12 bundle (opened with `CertificatePassword`) holding exactly one
+//! private key with its certificate first and intermediates after it; the node certificate's
 //! common name matches the reserved name (when one is configured; otherwise the certificate's
 //! own common name becomes it); no intermediate is self-signed; every file of the trusted roots
 //! directory with a certificate extension (`.crt .cert .cer .pem .der`, top level only) holds
@@ -40,6 +43,20 @@ pub struct CertPaths {
     pub trusted_roots: PathBuf,
     /// `CertificateReservedNodeCommonName` ("": the node certificate's own common name).
     pub reserved_cn: String,
+    /// `CertificatePrivateKeyPassword`: opens an `ENCRYPTED PRIVATE KEY`.
+    pub key_password: Password,
+    /// `CertificatePassword`: opens a PKCS #12 certificate file.
+    pub bundle_password: Password,
+}
+
+/// A password of the configuration: never printed (its `Debug` shows whether one is set).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "(none)" } else { "(set)" })
+    }
 }
 
 /// Why a certificate set was refused.
@@ -207,12 +224,13 @@ fn certificates(
     Ok(out)
 }
 
-fn private_key(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, CertError> {
+fn private_key(path: &Path, bytes: &[u8], password: &Password) -> Result<PrivateKeyDer<'static>, CertError> {
     let err = |reason: String| CertError::Key { path: path.to_owned(), reason };
-    if bytes.windows(31).any(|w| w == b"-----BEGIN ENCRYPTED PRIVATE KEY") {
-        return Err(err("encrypted private keys are not supported: store the key decrypted (PKCS #8 PRIVATE KEY), readable by the node's user only".into()));
-    }
     let mut keys = Vec::new();
+    for block in encrypted_blocks(bytes) {
+        let (_, der) = pkcs8::der::pem::decode_vec(block).map_err(|e| err(format!("bad PEM: {e}")))?;
+        keys.push(PrivateKeyDer::Pkcs8(decrypt(&der, password).map_err(err)?.into()));
+    }
     for item in <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes) {
         let (kind, der) = item.map_err(|e| err(format!("bad PEM: {e}")))?;
         let key = match kind {
@@ -225,11 +243,78 @@ fn private_key(path: &Path, bytes: &[u8]) -> Result<PrivateKeyDer<'static>, Cert
     }
     match keys.len() {
         0 => Err(err(
-            "no private key (expected a PEM PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block)".into()
+            "no private key (expected a PEM PRIVATE KEY, RSA PRIVATE KEY, EC PRIVATE KEY or ENCRYPTED PRIVATE KEY block)".into()
         )),
         1 => Ok(keys.remove(0)),
         n => Err(err(format!("{n} private keys; exactly one is expected"))),
     }
+}
+
+/// The `ENCRYPTED PRIVATE KEY` blocks of a PEM file, each from its BEGIN line to its END line.
+fn encrypted_blocks(bytes: &[u8]) -> Vec<&[u8]> {
+    const BEGIN: &[u8] = b"-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &[u8] = b"-----END ENCRYPTED PRIVATE KEY-----";
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(b) = find(&bytes[at..], BEGIN) {
+        let start = at + b;
+        let Some(e) = find(&bytes[start..], END) else { break };
+        let end = start + e + END.len();
+        out.push(&bytes[start..end]);
+        at = end;
+    }
+    out
+}
+
+/// Opens an encrypted PKCS #8 key (PBES2: PBKDF2 or scrypt with AES-CBC) with `password`.
+fn decrypt(der: &[u8], password: &Password) -> Result<Vec<u8>, String> {
+    if password.0.is_empty() {
+        return Err("the private key is encrypted: set CertificatePrivateKeyPassword".into());
+    }
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der)
+        .map_err(|e| format!("the encrypted private key does not parse: {e}"))?;
+    let doc = info.decrypt(password.0.as_bytes()).map_err(|e| {
+        format!("cannot decrypt the private key ({e}): a wrong CertificatePrivateKeyPassword, or a scheme other than PBES2 with PBKDF2 or scrypt and AES-CBC")
+    })?;
+    Ok(doc.as_bytes().to_vec())
+}
+
+/// The node certificate, its intermediates and its key out of a PKCS #12 bundle.
+fn bundle(
+    path: &Path,
+    bytes: &[u8],
+    password: &Password,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), CertError> {
+    let err = |reason: String| CertError::Malformed {
+        what: "PKCS #12 certificate file",
+        path: path.to_owned(),
+        reason,
+    };
+    let store = p12_keystore::KeyStore::from_pkcs12(bytes, &password.0).map_err(|e| {
+        err(format!("cannot open it ({e}): not a PKCS #12 bundle, or a wrong CertificatePassword; with a PEM or DER certificate, set CertificatePrivateKeyFile too"))
+    })?;
+    let mut chains = store.entries().filter_map(|(_, e)| match e {
+        p12_keystore::KeyStoreEntry::PrivateKeyChain(c) => Some(c),
+        _ => None,
+    });
+    let Some(chain) = chains.next() else { return Err(err("no private key in the bundle".into())) };
+    if chains.next().is_some() {
+        return Err(err("multiple private keys in the bundle; exactly one is expected".into()));
+    }
+    // A bundle usually ends with its root: trust comes from the trusted roots directory only,
+    // so self-signed certificates after the node's are left out.
+    let certs: Vec<CertificateDer<'static>> = chain
+        .chain()
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i == 0 || !parse(c.as_der()).is_ok_and(|p| p.self_issued))
+        .map(|(_, c)| CertificateDer::from(c.as_der().to_vec()))
+        .collect();
+    if certs.is_empty() {
+        return Err(err("the bundle's private key has no certificate".into()));
+    }
+    Ok((certs, PrivateKeyDer::Pkcs8(chain.key().to_vec().into())))
 }
 
 /// The trusted roots: every top-level file of `dir` with a certificate extension, each holding
@@ -278,9 +363,13 @@ fn roots(files: &dyn Disk, dir: &Path) -> Result<(RootCertStore, Vec<Certificate
 /// Loads the set `paths` names through `files` and checks it at `now`.
 pub fn load(files: &dyn Disk, paths: &CertPaths, now: UnixTime) -> Result<CertSet, CertError> {
     let cert_bytes = read(files, "certificate file", &paths.certificate)?;
-    let chain = certificates("certificate file", &paths.certificate, &cert_bytes)?;
-    let key_bytes = read(files, "private key file", &paths.private_key)?;
-    let key = private_key(&paths.private_key, &key_bytes)?;
+    let (chain, key) = if paths.private_key.as_os_str().is_empty() {
+        bundle(&paths.certificate, &cert_bytes, &paths.bundle_password)?
+    } else {
+        let chain = certificates("certificate file", &paths.certificate, &cert_bytes)?;
+        let key_bytes = read(files, "private key file", &paths.private_key)?;
+        (chain, private_key(&paths.private_key, &key_bytes, &paths.key_password)?)
+    };
     let provider = super::provider();
     let signing = provider.key_provider.load_private_key(key.clone_key()).map_err(|e| CertError::Key {
         path: paths.private_key.clone(),

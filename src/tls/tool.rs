@@ -406,6 +406,7 @@ mod tests {
             private_key: "/c/node.key".into(),
             trusted_roots: "/c/ca".into(),
             reserved_cn: String::new(),
+            ..Default::default()
         };
         let at =
             rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(now as u64 + 60));
