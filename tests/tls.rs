@@ -546,6 +546,59 @@ fn encrypted_keys_and_pkcs12_bundles_load_with_their_passwords() {
     assert!(e.to_string().contains("set CertificatePrivateKeyFile too"), "{e}");
 }
 
+#[test]
+fn backup_asks_a_tls_node_over_https() {
+    let root = tempfile::tempdir().unwrap();
+    let ca1 = ca();
+    let n1 = node_cert(&ca1, "eventstoredb-node", now() - 60, 10);
+    let files = Files::new(root.path().join("certs"), &ca1, &n1);
+    let http = free_port();
+    let db = root.path().join("db");
+    let mut args = vec!["--db".into(), db.display().to_string(), "--http-port".into(), http.to_string()];
+    args.extend(files.args());
+    let p = Proc::spawn(args, http, root.path().join("node.log"));
+    wait("the node to serve HTTPS", Duration::from_secs(20), || {
+        https(p.http, &ca1.cert, "GET", "/ping", &[], "").ok().filter(|r| r.status == 200)
+    });
+    for n in 0..5 {
+        assert_eq!(append(p.http, &ca1.cert, "backed-up", n).unwrap().status, 201);
+    }
+    let ca_file = files.dir.join("ca").join("ca.crt");
+    let backup = |to: &str, extra: &[String]| {
+        let mut args: Vec<String> = ["backup", "--quiet", "--db"].iter().map(|s| s.to_string()).collect();
+        args.push(db.display().to_string());
+        args.push("--to".into());
+        args.push(root.path().join(to).display().to_string());
+        args.extend(extra.iter().cloned());
+        Command::new(env!("CARGO_BIN_EXE_annal")).args(args).output().unwrap()
+    };
+    let url = format!("https://127.0.0.1:{http}");
+    let ok = backup(
+        "b1",
+        &["--url".into(), url.clone(), "--ca-certificate".into(), ca_file.display().to_string()],
+    );
+    let text = |o: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    };
+    assert!(ok.status.success(), "{}", text(&ok));
+    // Without the CA: a usage error that says what to pass; with another CA: the handshake fails.
+    let no_ca = backup("b2", &["--url".into(), url.clone()]);
+    assert_eq!(no_ca.status.code(), Some(2), "{}", text(&no_ca));
+    assert!(text(&no_ca).contains("needs --ca-certificate"), "{}", text(&no_ca));
+    let other = ca();
+    let other_file = root.path().join("other-ca.crt");
+    std::fs::write(&other_file, &other.cert).unwrap();
+    let refused =
+        backup("b3", &["--url".into(), url, "--ca-certificate".into(), other_file.display().to_string()]);
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("partial chain"), "{}", text(&refused));
+    let verify = Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["backup", "verify", &root.path().join("b1").display().to_string()])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", text(&verify));
+}
+
 /// Three nodes on loopback over mutual TLS.
 fn cluster(root: &Path, ca: &Pair, reset_ms: u64) -> (Vec<Proc>, Vec<Files>, Vec<u16>) {
     let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();

@@ -12,14 +12,15 @@ use std::process::ExitCode;
 use super::copy::{backup, BackupOptions, Progress};
 use super::lock::{database_id, DbLock};
 use super::restore::{restore, RestoreOptions};
-use super::scavenge::{HttpScavenge, NoNode, ScavengeControl};
+use super::scavenge::{HttpScavenge, HttpsTarget, NoNode, ScavengeControl};
 use super::verify::verify;
 use super::BackupError;
 use crate::env::Env;
 
 const BACKUP_HELP: &str = "\
 Usage: annal backup --db PATH --to DIR [--differential] [--index PATH]
-                    [--url http://HOST:PORT] [--user NAME] [--password PASSWORD] [--quiet]
+                    [--url http(s)://HOST:PORT] [--ca-certificate FILE]
+                    [--user NAME] [--password PASSWORD] [--quiet]
        annal backup verify DIR
 
 Copies a node's db/ and index to DIR in the order that keeps a copy of a running node
@@ -31,7 +32,10 @@ holds the database's lock, the database is copied as a stopped node's.
   --index PATH      the node's index directory (default: PATH/index)
   --to DIR          the backup directory: empty (or missing) for a full backup
   --differential    update the backup of this database already in DIR
-  --url URL         the node's HTTP endpoint (default http://127.0.0.1:2113)
+  --url URL         the node's HTTP endpoint (default http://127.0.0.1:2113); https:// for a
+                    node that serves TLS
+  --ca-certificate FILE  with https://: the CA certificate(s) (PEM) the node's certificate
+                    chains to, such as ca/ca.crt
   --user, --password  credentials (default admin / changeit; or ANNAL_BACKUP_PASSWORD)
   --quiet           no progress line
 
@@ -160,17 +164,36 @@ impl Args {
     }
 }
 
-fn parse_url(url: &str) -> Result<SocketAddr, Failure> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| Failure::Usage(format!("--url {url}: only http:// URLs")))?;
+/// A node's endpoint: its address, whether it speaks TLS, and the host as written.
+struct Endpoint {
+    addr: SocketAddr,
+    https: bool,
+    host: String,
+}
+
+fn parse_url(url: &str) -> Result<Endpoint, Failure> {
+    let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (None, Some(rest)) => (true, rest),
+        (None, None) => return Err(Failure::Usage(format!("--url {url}: only http:// and https:// URLs"))),
+    };
     let hostport = rest.split('/').next().unwrap_or(rest);
-    let hostport = if hostport.contains(':') { hostport.to_string() } else { format!("{hostport}:2113") };
-    hostport
+    // `host:port`, `host`, `[v6]:port` or `[v6]`; the port defaults to 2113.
+    let has_port = match hostport.strip_prefix('[') {
+        Some(v6) => v6.contains("]:"),
+        None => hostport.contains(':'),
+    };
+    let (host, hostport) = match hostport.rsplit_once(':') {
+        Some((host, _)) if has_port => (host, hostport.to_string()),
+        _ => (hostport, format!("{hostport}:2113")),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let addr = hostport
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| Failure::Usage(format!("--url {url}: cannot resolve {hostport}")))
+        .ok_or_else(|| Failure::Usage(format!("--url {url}: cannot resolve {hostport}")))?;
+    Ok(Endpoint { addr, https, host })
 }
 
 /// Draws `done / planned` as a bar on stderr.
@@ -225,7 +248,7 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
     }
     let a = parse(
         args,
-        &["--db", "--index", "--to", "--url", "--user", "--password"],
+        &["--db", "--index", "--to", "--url", "--ca-certificate", "--user", "--password"],
         &["--differential", "--quiet"],
     )?;
     if let Some(p) = a.positional.first() {
@@ -238,13 +261,29 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         dest: PathBuf::from(a.need("--to")?),
         differential: a.flag("--differential"),
     };
-    let addr = parse_url(a.get("--url").unwrap_or("http://127.0.0.1:2113"))?;
+    let url = parse_url(a.get("--url").unwrap_or("http://127.0.0.1:2113"))?;
+    let addr = url.addr;
     let password = a
         .get("--password")
         .map(str::to_string)
         .or_else(|| std::env::var("ANNAL_BACKUP_PASSWORD").ok())
         .unwrap_or_else(|| "changeit".into());
-    let http = HttpScavenge::new(env.clone(), addr, a.get("--user").unwrap_or("admin"), &password);
+    let mut http = HttpScavenge::new(env.clone(), addr, a.get("--user").unwrap_or("admin"), &password);
+    match (url.https, a.get("--ca-certificate")) {
+        (true, Some(ca)) => {
+            let target = HttpsTarget::new(&env, Path::new(ca), &url.host).map_err(|e| Failure::Usage(format!("--ca-certificate: {e}")))?;
+            http = http.with_tls(target);
+        }
+        (true, None) => {
+            return Err(Failure::Usage(
+                "--url https://… needs --ca-certificate FILE: the CA certificate the node's certificate chains to".into(),
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(Failure::Usage("--ca-certificate goes with an https:// --url".into()))
+        }
+        (false, None) => {}
+    }
     // A node answering: it controls scavenges. None answering: the database's lock proves that
     // no node runs on it (and keeps one from starting until the backup is done).
     let mut offline_lock = None;

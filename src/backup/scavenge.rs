@@ -4,12 +4,16 @@
 //! [`ScavengeControl`] is what the backup procedure needs; [`HttpScavenge`] asks a node over its
 //! HTTP API (`GET /admin/scavenge/current`, `DELETE /admin/scavenge/{id}`, which answers once the
 //! run has stopped at a checkpoint, and `POST /admin/scavenge`, which resumes from that
-//! checkpoint), through [`crate::env::Net`], so it also runs in the simulator.
+//! checkpoint), through [`crate::env::Net`], so it also runs in the simulator. A node that serves
+//! TLS is asked over HTTPS ([`HttpsTarget`]): its certificate must chain to the roots given and
+//! carry the host name or address dialled.
 //!
 //! Invariant: a scavenge this module stopped is resumed by [`ScavengeControl::resume`] and by
 //! nothing else; a failure to reach the node is an error, never taken for "no scavenge runs".
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -33,6 +37,55 @@ pub struct HttpScavenge {
     addr: SocketAddr,
     authorization: String,
     timeout: Duration,
+    tls: Option<HttpsTarget>,
+}
+
+/// HTTPS to a node: the roots its certificate must chain to, and the name it must carry.
+pub struct HttpsTarget {
+    config: Arc<rustls::ClientConfig>,
+    name: rustls::pki_types::ServerName<'static>,
+}
+
+impl HttpsTarget {
+    /// Trusts the PEM certificates of `roots` (read through the Env's disk) for a node reached
+    /// as `host` (a DNS name or an IP address); certificates are checked against the Env clock.
+    pub fn new(env: &Env, roots: &Path, host: &str) -> Result<HttpsTarget, String> {
+        use rustls::pki_types::pem::PemObject;
+        let pem = env.read_file(roots).map_err(|e| format!("cannot read {}: {e}", roots.display()))?;
+        let mut store = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| format!("{} is not PEM: {e}", roots.display()))?;
+            store.add(cert).map_err(|e| format!("{}: {e}", roots.display()))?;
+        }
+        if store.is_empty() {
+            return Err(format!("{} holds no CERTIFICATE", roots.display()));
+        }
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| format!("{host} is not a host name or address: {e}"))?;
+        let time = Arc::new(crate::tls::EnvTime(env.clock.clone()));
+        let config = rustls::ClientConfig::builder_with_details(crate::tls::provider(), time)
+            .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        Ok(HttpsTarget { config: Arc::new(config), name })
+    }
+}
+
+/// Sends `head` and reads until the node closes. A TLS peer that closes without its
+/// close-notify after a whole reply still gave that reply.
+async fn exchange<S>(mut conn: S, head: &[u8]) -> std::io::Result<Vec<u8>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    conn.write_all(head).await?;
+    conn.flush().await?;
+    let mut raw = Vec::new();
+    match conn.read_to_end(&mut raw).await {
+        Ok(_) => Ok(raw),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && parse_reply(&raw).is_some() => Ok(raw),
+        Err(e) => Err(e),
+    }
 }
 
 /// A reply: status and body.
@@ -45,7 +98,19 @@ impl HttpScavenge {
     /// A client of the node at `addr`.
     pub fn new(env: Env, addr: SocketAddr, user: &str, password: &str) -> HttpScavenge {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        HttpScavenge { env, addr, authorization: format!("Basic {token}"), timeout: Duration::from_secs(300) }
+        HttpScavenge {
+            env,
+            addr,
+            authorization: format!("Basic {token}"),
+            timeout: Duration::from_secs(300),
+            tls: None,
+        }
+    }
+
+    /// Speaks HTTPS to the node.
+    pub fn with_tls(mut self, tls: HttpsTarget) -> HttpScavenge {
+        self.tls = Some(tls);
+        self
     }
 
     /// Whether the node answers at all (a connection can be opened).
@@ -58,15 +123,30 @@ impl HttpScavenge {
             BackupError::Scavenge(format!("cannot reach the node at {} to control scavenges: {e}", self.addr))
         };
         let fut = async {
-            let mut conn = self.env.net.connect(self.addr).await.map_err(unreachable)?;
+            let conn = self.env.net.connect(self.addr).await.map_err(unreachable)?;
             let head = format!(
                 "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nAccept: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                 self.addr, self.authorization
             );
-            conn.write_all(head.as_bytes()).await.map_err(unreachable)?;
-            conn.flush().await.map_err(unreachable)?;
-            let mut raw = Vec::new();
-            conn.read_to_end(&mut raw).await.map_err(unreachable)?;
+            let raw = match &self.tls {
+                None => exchange(conn, head.as_bytes()).await.map_err(unreachable)?,
+                Some(t) => {
+                    let tls = tokio_rustls::TlsConnector::from(t.config.clone())
+                        .connect(t.name.clone(), conn)
+                        .await
+                        .map_err(|e| {
+                            let reason = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                                Some(r) => crate::tls::load::chain_reason(r),
+                                None => e.to_string(),
+                            };
+                            BackupError::Scavenge(format!(
+                                "the TLS handshake with the node at {} failed: {reason} (check --ca-certificate and the host in --url)",
+                                self.addr
+                            ))
+                        })?;
+                    exchange(tls, head.as_bytes()).await.map_err(unreachable)?
+                }
+            };
             parse_reply(&raw).ok_or_else(|| {
                 BackupError::Scavenge(format!("the node at {} sent a reply that is not HTTP", self.addr))
             })
