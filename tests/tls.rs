@@ -450,21 +450,42 @@ fn sighup_reloads_and_a_bad_set_changes_nothing() {
     assert!(p.log().contains("certificates are going to expire in 19 days"), "{}", p.log());
 }
 
+/// A CA and a node certificate in a directory, to load sets from (without a node).
+struct LoadCase {
+    _root: tempfile::TempDir,
+    ca1: Pair,
+    n1: Pair,
+    files: Files,
+    at: rustls::pki_types::UnixTime,
+}
+
+impl LoadCase {
+    fn new() -> LoadCase {
+        let root = tempfile::tempdir().unwrap();
+        let ca1 = ca();
+        let n1 = node_cert(&ca1, "node1.esdb.example.org", now() - 60, 10);
+        let files = Files::new(root.path().join("n"), &ca1, &n1);
+        let at = rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_secs(now() as u64));
+        LoadCase { _root: root, ca1, n1, files, at }
+    }
+
+    /// The directory's certificate, key and roots.
+    fn paths(&self) -> annal::tls::CertPaths {
+        annal::tls::CertPaths {
+            certificate: self.files.dir.join("node.crt"),
+            private_key: self.files.dir.join("node.key"),
+            trusted_roots: self.files.dir.join("ca"),
+            ..Default::default()
+        }
+    }
+}
+
 #[test]
 fn load_checks_the_reserved_common_name_and_reads_der_files() {
-    let root = tempfile::tempdir().unwrap();
-    let ca1 = ca();
-    let n1 = node_cert(&ca1, "node1.esdb.example.org", now() - 60, 10);
-    let files = Files::new(root.path().join("n"), &ca1, &n1);
-    let disk = annal::env::real::RealDisk;
-    let at = rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_secs(now() as u64));
-    let paths = |reserved: &str| annal::tls::CertPaths {
-        certificate: files.dir.join("node.crt"),
-        private_key: files.dir.join("node.key"),
-        trusted_roots: files.dir.join("ca"),
-        reserved_cn: reserved.into(),
-        ..Default::default()
-    };
+    let case = LoadCase::new();
+    let LoadCase { ca1, n1, files, at, .. } = &case;
+    let (disk, at) = (annal::env::real::RealDisk, *at);
+    let paths = |reserved: &str| annal::tls::CertPaths { reserved_cn: reserved.into(), ..case.paths() };
     let auto = annal::tls::load::load(&disk, &paths(""), at).unwrap();
     assert_eq!((auto.reserved_cn.as_str(), auto.reserved_auto), ("node1.esdb.example.org", true));
     let wild = annal::tls::load::load(&disk, &paths("*.esdb.example.org"), at).unwrap();
@@ -491,18 +512,12 @@ fn load_checks_the_reserved_common_name_and_reads_der_files() {
 #[test]
 fn encrypted_keys_and_pkcs12_bundles_load_with_their_passwords() {
     use pkcs8::der::Decode;
-    let root = tempfile::tempdir().unwrap();
-    let ca1 = ca();
-    let n1 = node_cert(&ca1, "node1.esdb.example.org", now() - 60, 10);
-    let files = Files::new(root.path().join("n"), &ca1, &n1);
-    let disk = annal::env::real::RealDisk;
-    let at = rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_secs(now() as u64));
+    let case = LoadCase::new();
+    let LoadCase { ca1, n1, files, at, .. } = &case;
+    let (disk, at) = (annal::env::real::RealDisk, *at);
     let paths = |key_password: &str| annal::tls::CertPaths {
-        certificate: files.dir.join("node.crt"),
-        private_key: files.dir.join("node.key"),
-        trusted_roots: files.dir.join("ca"),
         key_password: annal::tls::load::Password(key_password.into()),
-        ..Default::default()
+        ..case.paths()
     };
     // An encrypted PKCS #8 key (PBES2: PBKDF2-SHA256, AES-256-CBC).
     let key_der = rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(n1.key.as_bytes()).unwrap();
