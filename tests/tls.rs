@@ -493,8 +493,8 @@ fn load_checks_the_reserved_common_name_and_reads_der_files() {
     let e = annal::tls::load::load(&disk, &paths("*.other.example.org"), at).unwrap_err();
     assert!(e.to_string().contains("does not match the reserved node common name"), "{e}");
     // A wildcard CN must equal the reserved name.
-    let w = node_cert(&ca1, "*.esdb.example.org", now() - 60, 10);
-    files.install(&ca1, &w);
+    let w = node_cert(ca1, "*.esdb.example.org", now() - 60, 10);
+    files.install(ca1, &w);
     assert!(annal::tls::load::load(&disk, &paths("*.esdb.example.org"), at).is_ok());
     assert!(annal::tls::load::load(&disk, &paths("node1.esdb.example.org"), at).is_err());
     // A DER root and a DER node certificate load as their PEM forms do.
@@ -503,8 +503,8 @@ fn load_checks_the_reserved_common_name_and_reads_der_files() {
     files.put_roots(&[("ca.der", &der(&ca1.cert))]);
     assert!(annal::tls::load::load(&disk, &paths(""), at).is_ok());
     // Not yet valid is refused like expired.
-    let later = node_cert(&ca1, "n", now() + 2 * DAY, 10);
-    files.install(&ca1, &later);
+    let later = node_cert(ca1, "n", now() + 2 * DAY, 10);
+    files.install(ca1, &later);
     let e = annal::tls::load::load(&disk, &paths(""), at).unwrap_err();
     assert!(e.to_string().contains("not valid"), "{e}");
 }
@@ -527,7 +527,7 @@ fn encrypted_keys_and_pkcs12_bundles_load_with_their_passwords() {
     let pem = encrypted.to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF).unwrap();
     files.put("node.key", pem.as_bytes());
     let set = annal::tls::load::load(&disk, &paths("s3cret"), at).unwrap();
-    assert_eq!(set.about.thumbprint, thumb(&n1));
+    assert_eq!(set.about.thumbprint, thumb(n1));
     let e = annal::tls::load::load(&disk, &paths(""), at).unwrap_err();
     assert!(e.to_string().contains("set CertificatePrivateKeyPassword"), "{e}");
     let e = annal::tls::load::load(&disk, &paths("wrong"), at).unwrap_err();
@@ -551,7 +551,7 @@ fn encrypted_keys_and_pkcs12_bundles_load_with_their_passwords() {
         ..Default::default()
     };
     let set = annal::tls::load::load(&disk, &bundle("bundle-pw"), at).unwrap();
-    assert_eq!((set.about.thumbprint.as_str(), set.chain.len()), (thumb(&n1).as_str(), 1));
+    assert_eq!((set.about.thumbprint.as_str(), set.chain.len()), (thumb(n1).as_str(), 1));
     let e = annal::tls::load::load(&disk, &bundle("nope"), at).unwrap_err();
     assert!(e.to_string().contains("wrong CertificatePassword"), "{e}");
     // A PEM certificate without a key file is not a bundle: the error says what to set.
