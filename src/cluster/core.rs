@@ -284,6 +284,12 @@ pub enum Input {
         /// Position after the record.
         end: u64,
     },
+    /// Where the log's records end before epoch records that start a chunk after padding:
+    /// `(the epoch record's position, the end of the records before it)`. A chunk never splits a
+    /// record, so an epoch record may start the next chunk while the previous one ends in
+    /// padding; another node's log may hold records in that padding, which this log does not
+    /// have. Told for every such epoch record this log holds (at start and as they are written).
+    EpochGaps(Vec<(u64, u64)>),
     /// The operator asks this leader to resign (`POST /admin/node/resign`).
     Resign,
     /// The operator changes this node's priority (`POST /admin/node/priority/{n}`; not persisted).
@@ -460,6 +466,8 @@ pub struct Core {
     proposal: u64,
     voted_for: Option<NodeId>,
     epochs: Vec<Epoch>,
+    /// [`Input::EpochGaps`]: epoch position → end of the records before it, where they differ.
+    gaps: BTreeMap<u64, u64>,
     durable: u64,
     /// Position after the last record handed to the log (≥ durable on a follower).
     written: u64,
@@ -493,6 +501,7 @@ impl Core {
             proposal: persisted.proposal,
             voted_for: None,
             epochs: persisted.epochs,
+            gaps: BTreeMap::new(),
             durable: persisted.durable,
             written: persisted.durable,
             committed: persisted.committed.min(persisted.durable),
@@ -629,6 +638,13 @@ impl Core {
             Input::Message(env) => self.receive(env, &mut out),
             Input::Durable { end, epochs } => self.on_durable(end, epochs, &mut out),
             Input::EpochWritten { epoch, end } => self.on_epoch_written(epoch, end, &mut out),
+            Input::EpochGaps(gaps) => {
+                for (position, end) in gaps {
+                    if end < position && self.epochs.iter().any(|e| e.position == position) {
+                        self.gaps.insert(position, end);
+                    }
+                }
+            }
             Input::Shipped { to, subscription, end } => self.on_shipped(to, subscription, end, &mut out),
             Input::Resign => self.resign(&mut out),
             Input::SetPriority(p) => self.settings.priority = p,
@@ -1158,7 +1174,13 @@ impl Core {
         for (i, e) in epochs.iter().enumerate() {
             if let Some(k) = self.epochs.iter().position(|x| x == e) {
                 let theirs = if i == 0 { durable } else { epochs[i - 1].position };
-                let ours = self.epochs.get(k + 1).map(|x| x.position).unwrap_or(self.durable);
+                // Where this log's records of the common epoch end: before the next epoch record,
+                // or before the padding that precedes it.
+                let ours = self
+                    .epochs
+                    .get(k + 1)
+                    .map(|x| self.gaps.get(&x.position).copied().unwrap_or(x.position))
+                    .unwrap_or(self.durable);
                 return Ok(theirs.min(ours));
             }
         }
@@ -1250,6 +1272,7 @@ impl Core {
                 out.push(Effect::Truncate { to: position });
                 self.durable = position;
                 self.epochs.retain(|e| e.position < position);
+                self.gaps.retain(|p, _| *p < position);
             }
         }
         self.written = self.durable;
@@ -1453,7 +1476,7 @@ impl PartialEq for Core {
 impl Eq for Core {}
 
 type CoreKey<'a> = (
-    (u64, u64, Option<NodeId>, &'a [Epoch], u64, u64, u64),
+    (u64, u64, Option<NodeId>, &'a [Epoch], &'a BTreeMap<u64, u64>, u64, u64, u64),
     &'a Role,
     (Duration, Duration, Duration, Duration, bool, u64),
     (u64, Duration),
@@ -1467,6 +1490,7 @@ impl Core {
                 self.proposal,
                 self.voted_for,
                 &self.epochs,
+                &self.gaps,
                 self.durable,
                 self.written,
                 self.committed,
@@ -1830,5 +1854,24 @@ mod tests {
         net.settle();
         assert!(net.refusals.iter().any(|(i, w)| *i == 0 && w.contains("committed")), "{:?}", net.refusals);
         assert_eq!(net.logs[0].len(), 8, "nothing dropped");
+    }
+
+    #[test]
+    fn a_follower_parts_where_the_leaders_records_end_before_padding() {
+        // The leader's epoch 1 records end at 40; its chunk ends in padding and epoch 8 starts
+        // the next chunk at 100. A follower that holds epoch-1 records up to 60 (written under
+        // an earlier leader) must drop 40..60: the leader has none of them.
+        let e1 = Epoch { number: 1, id: [1; 16], position: 0 };
+        let e8 = Epoch { number: 8, id: [8; 16], position: 100 };
+        let persisted = Persisted { proposal: 8, epochs: vec![e1, e8], durable: 102, committed: 102 };
+        let mut c = Core::new(settings(0, 3, 0), persisted, Duration::ZERO, 0);
+        assert_eq!(c.common_point(60, &[e1], true), Ok(60), "unknown padding counts as the epoch's");
+        assert!(c.step(Input::EpochGaps(vec![(100, 40)])).is_empty());
+        assert_eq!(c.common_point(60, &[e1], true), Ok(40));
+        assert_eq!(c.common_point(30, &[e1], true), Ok(30));
+        assert_eq!(c.common_point(101, &[e8, e1], true), Ok(101));
+        // A gap before an epoch record this log does not hold is not taken.
+        assert!(c.step(Input::EpochGaps(vec![(200, 150)])).is_empty());
+        assert!(!c.gaps.contains_key(&200));
     }
 }

@@ -81,6 +81,26 @@ fn epoch_of(e: &EpochRecord) -> Epoch {
     Epoch { number: e.epoch_number.max(0) as u64, id: e.epoch_id, position: e.log_position }
 }
 
+/// [`Input::EpochGaps`] of the epoch records at `positions`: those whose chunk starts after padding.
+fn epoch_gaps(store: &Store, positions: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let log = store.log();
+    positions.filter_map(|p| Some((p, log.records_end_before(p))).filter(|(p, end)| end < p)).collect()
+}
+
+/// Queues `next` and, when it brings epoch records, where the records before them end
+/// ([`Input::EpochGaps`]) right after it, before any message is taken in.
+fn queue(store: &Store, pending: &mut std::collections::VecDeque<Input>, next: Input) {
+    let gaps = match &next {
+        Input::EpochWritten { epoch, .. } => epoch_gaps(store, std::iter::once(epoch.position)),
+        Input::Durable { epochs, .. } => epoch_gaps(store, epochs.iter().map(|e| e.position)),
+        _ => Vec::new(),
+    };
+    pending.push_back(next);
+    if !gaps.is_empty() {
+        pending.push_back(Input::EpochGaps(gaps));
+    }
+}
+
 impl Cluster {
     /// Starts the cluster side of a node whose store was recovered (not opened: nothing is
     /// written before an election). `http` is this node's client endpoint, `fresh` whether its
@@ -135,7 +155,12 @@ impl Cluster {
             committed = persisted.committed,
             "starting the cluster node"
         );
-        let core = Core::new(settings, persisted, env.clock.monotonic(), env.random_u64());
+        let mut core = Core::new(settings, persisted, env.clock.monotonic(), env.random_u64());
+        let gaps = epoch_gaps(&store, epochs.iter().map(|e| e.log_position));
+        if !gaps.is_empty() {
+            let effects = core.step(Input::EpochGaps(gaps));
+            debug_assert!(effects.is_empty(), "telling the epoch gaps has no effect");
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let cluster = Arc::new(Cluster {
             status: Mutex::new(Status {
@@ -329,7 +354,7 @@ impl Cluster {
                     Err(_) if staged.bytes > 0 => {
                         // Nothing more is waiting: make what was staged durable, in one flush.
                         if let Some(next) = self.flush_staged(&mut staged).await {
-                            pending.push_back(next);
+                            queue(&self.store, &mut pending, next);
                         }
                         continue;
                     }
@@ -362,14 +387,14 @@ impl Cluster {
                     e => {
                         if staged.bytes > 0 && !matches!(e, Effect::Send(..) | Effect::Refused(_)) {
                             if let Some(n) = self.flush_staged(&mut staged).await {
-                                pending.push_back(n);
+                                queue(&self.store, &mut pending, n);
                             }
                         }
                         self.carry_out(&core, e).await
                     }
                 };
                 if let Some(next) = next {
-                    pending.push_back(next);
+                    queue(&self.store, &mut pending, next);
                 }
             }
             if self.is_stopped() {

@@ -459,6 +459,19 @@ impl Log {
         end.min(horizon)
     }
 
+    /// Where the records before `pos` end. A chunk never splits a record, so when `pos` starts a
+    /// chunk the one before may end in padding: this is the end of its last record then (`pos`
+    /// when that chunk is scavenged or missing, and whenever `pos` does not start a chunk).
+    pub fn records_end_before(&self, pos: u64) -> u64 {
+        if pos == 0 || pos % self.cfg.chunk_size != 0 {
+            return pos;
+        }
+        match self.chunk_for(pos - 1) {
+            Some(c) if !c.is_scavenged() => self.readable_end_to(&c, pos),
+            _ => pos,
+        }
+    }
+
     /// Reads the record at `pos`, which must be the start of a durable record, committed or not
     /// (a cluster's replication and epoch bookkeeping; readers use [`Log::read`]).
     pub fn read_durable(&self, pos: u64) -> Result<Record, LogError> {
