@@ -145,6 +145,16 @@ impl Progress {
         self.position = self.position.max(end);
     }
 
+    /// A batch ending at `end` was processed and its output written: `handled` events passed
+    /// the filter, the last of them at `last_handled`.
+    pub fn batch(&mut self, handled: u64, last_handled: Option<u64>, end: u64) {
+        self.handled += handled;
+        if let Some(p) = last_handled {
+            self.mark = p;
+        }
+        self.advance(end);
+    }
+
     /// Where the projection is.
     pub fn position(&self) -> u64 {
         self.position
@@ -216,7 +226,9 @@ mod tests {
         p.record(false, 221);
         assert!(p.due(Duration::from_secs(1)), "101 unhandled bytes since the last handled event");
         p.checkpointed(Duration::from_secs(2));
-        p.advance(400);
+        p.batch(2, Some(300), 400);
+        assert!(!p.due(Duration::from_secs(2)), "two handled, 100 bytes after the last of them");
+        p.batch(0, None, 401);
         assert!(p.due(Duration::from_secs(2)));
         // checkpointAfterMs holds checkpoints back.
         let t = Thresholds { after: Duration::from_millis(500), ..t };

@@ -74,6 +74,8 @@ pub struct Write {
     pub stream: String,
     /// Expected version.
     pub expected: i64,
+    /// How many emits of the stream's queue come before it (earlier writes of the same round).
+    pub skip: usize,
     /// How many emits of the stream's queue it writes.
     pub count: usize,
     /// The position of the last one.
@@ -117,8 +119,9 @@ impl Emitted {
         self.heads.remove(stream);
     }
 
-    /// Drops the emits already written and decides the next write of every stream with a known
-    /// head and emits left (at most one write per stream: the next depends on its result).
+    /// Drops the emits already written and decides the writes of every stream with a known head
+    /// and emits left: a stream's emits in writes of at most `max_batch` events, each expecting
+    /// the version the one before it leaves, so one group commit can take them all (in order).
     pub fn next_writes(&self, pending: &mut Pending) -> Vec<Write> {
         let mut out = Vec::new();
         for (stream, queue) in &mut pending.streams {
@@ -128,16 +131,20 @@ impl Emitted {
                     queue.pop_front();
                 }
             }
-            if queue.is_empty() {
-                continue;
+            let mut expected = head.last;
+            let mut skip = 0;
+            while skip < queue.len() {
+                let count = (queue.len() - skip).min(self.max_batch);
+                out.push(Write {
+                    stream: stream.clone(),
+                    expected,
+                    skip,
+                    count,
+                    last_position: queue[skip + count - 1].position,
+                });
+                expected += count as i64;
+                skip += count;
             }
-            let count = queue.len().min(self.max_batch);
-            out.push(Write {
-                stream: stream.clone(),
-                expected: head.last,
-                count,
-                last_position: queue[count - 1].position,
-            });
         }
         out
     }
@@ -148,6 +155,7 @@ impl Emitted {
         let events = queue
             .into_iter()
             .flatten()
+            .skip(w.skip)
             .take(w.count)
             .map(|e| NewEvent {
                 id: new_id(),
@@ -160,7 +168,8 @@ impl Emitted {
         WriteOp::Append { stream: w.stream.clone(), expected: w.expected, events }
     }
 
-    /// `w` was written, its last event numbered `last`: its emits leave `pending`.
+    /// `w` was written, its last event numbered `last`: its emits leave `pending`. The writes of
+    /// a round are reported in order, and only while the stream's earlier ones succeeded.
     pub fn written(&mut self, pending: &mut Pending, w: &Write, last: i64) {
         if let Some((_, q)) = pending.streams.iter_mut().find(|(s, _)| *s == w.stream) {
             q.drain(..w.count.min(q.len()));
@@ -209,6 +218,7 @@ mod tests {
         assert_eq!(w.len(), 2);
         assert_eq!((w[0].stream.as_str(), w[0].expected, w[0].count, w[0].last_position), ("a", 7, 1, 40));
         assert_eq!((w[1].stream.as_str(), w[1].expected, w[1].count, w[1].last_position), ("b", -1, 2, 50));
+        assert_eq!((w[0].skip, w[1].skip), (0, 0));
         let WriteOp::Append { events, expected, .. } = e.op(&p, &w[1], || [9; 16]) else { panic!() };
         assert_eq!(expected, -1);
         assert_eq!(events.len(), 2);
@@ -232,11 +242,20 @@ mod tests {
         let mut p = Pending::new((1..=5).map(|i| emit("a", i * 10)).collect());
         // Output of the epoch before the reset does not count.
         e.learn("a".into(), Head { last: 4, tag: Some(Tag { version: V, position: 50 }) });
+        // Five emits in writes of two: each write expects the version the one before leaves.
         let w = e.next_writes(&mut p);
-        assert_eq!((w[0].count, w[0].expected), (2, 4));
-        e.written(&mut p, &w[0], 6);
+        let shape: Vec<(i64, usize, usize, u64)> =
+            w.iter().map(|w| (w.expected, w.skip, w.count, w.last_position)).collect();
+        assert_eq!(shape, [(4, 0, 2, 20), (6, 2, 2, 40), (8, 4, 1, 50)]);
+        let WriteOp::Append { events, .. } = e.op(&p, &w[1], || [0; 16]) else { panic!() };
+        assert_eq!(&events[0].data[..], b"30@src");
+        // The first write went through, the second was refused: the rest is decided again.
+        e.written(&mut p, &w[0], 5);
+        e.forget("a");
+        assert_eq!(e.unknown(&p), ["a"]);
+        e.learn("a".into(), Head { last: 5, tag: Some(Tag { version: *e.version(), position: 20 }) });
         let w = e.next_writes(&mut p);
-        assert_eq!((w[0].count, w[0].expected, w[0].last_position), (2, 6, 40));
+        assert_eq!((w[0].expected, w[0].skip, w[0].count, w[0].last_position), (5, 0, 2, 40));
         e.forget("a");
         assert_eq!(e.unknown(&p), ["a"]);
         e.drop_stream(&mut p, "a");

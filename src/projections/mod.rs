@@ -676,39 +676,39 @@ impl Projections {
         let mut emitted = Emitted::new(version, def.config.max_write_batch_length as usize);
         let batch_max = (def.config.pending_events_threshold as usize).clamp(1, BATCH_RECORDS_MAX);
         let mut last_checkpoint = from;
+        // The next batch is read and handled while the one before it is written.
+        let mut next: Option<Batch> = None;
         let how = loop {
-            let records = tokio::select! {
-                biased;
-                s = stop.wait_for(|s| *s != Stop::No) => break s.map_or(Stop::Now, |s| *s),
-                r = follow.next(batch_max) => r,
+            let batch = match next.take() {
+                Some(b) => b,
+                None => match read_batch(&mut follow, &handler, &mut stop, batch_max).await {
+                    Read::Batch(b) => b,
+                    Read::Stop(how) => break how,
+                    Read::Failed(e) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+                },
             };
-            let records = match records {
-                Ok(r) => r,
-                Err(e) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+            let count = batch.emits.len() as u64;
+            self.report(&name, id, |e| e.buffered = count);
+            let pending = Pending::new(batch.emits);
+            let (written, more) = if follow.has_more() {
+                let (w, r) = tokio::join!(
+                    self.write_emits(&mut emitted, pending),
+                    read_batch(&mut follow, &handler, &mut stop, batch_max)
+                );
+                (w, Some(r))
+            } else {
+                (self.write_emits(&mut emitted, pending).await, None)
             };
-            let mut emits = Vec::new();
-            let mut handled = 0;
-            for r in &records {
-                if let Record::Event(e) = r {
-                    let h = handler.handle(e, &mut emits);
-                    handled += u64::from(h);
-                    progress.record(h, e.log_position);
-                }
+            match written {
+                Ok(()) => {}
+                Err(WriteFailure::NotLeader) => break Stop::Now,
+                Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
             }
-            progress.advance(follow.position());
-            self.report(&name, id, |e| e.buffered = emits.len() as u64);
-            let count = emits.len() as u64;
-            if !emits.is_empty() {
-                match self.write_emits(&mut emitted, Pending::new(emits)).await {
-                    Ok(()) => {}
-                    Err(WriteFailure::NotLeader) => break Stop::Now,
-                    Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
-                }
-            }
+            progress.batch(batch.handled, batch.last_handled, batch.end);
             let pos = progress.position();
             self.report(&name, id, |e| {
                 e.position = Some(pos);
-                e.processed += handled;
+                e.processed += batch.handled;
                 e.written += count;
                 e.buffered = 0;
             });
@@ -724,6 +724,12 @@ impl Projections {
                     }
                     Err(reason) => return self.fault(&name, id, reason),
                 }
+            }
+            match more {
+                None => {}
+                Some(Read::Batch(b)) => next = Some(b),
+                Some(Read::Stop(how)) => break how,
+                Some(Read::Failed(e)) => return self.fault(&name, id, format!("cannot read the log: {e}")),
             }
         };
         if how == Stop::Graceful && last_checkpoint != Some(progress.position()) {
@@ -767,7 +773,16 @@ impl Projections {
             let ops =
                 writes.iter().map(|w| emitted.op(&pending, w, || *self.env.new_uuid().as_bytes())).collect();
             let results = self.store.write_all_async(ops).await;
+            // A stream whose write failed: its later writes of the round are not counted (they
+            // expected what the failed one would have left); its head is read again.
+            let mut failed: Vec<&str> = Vec::new();
             for (w, r) in writes.iter().zip(results) {
+                if failed.contains(&w.stream.as_str()) {
+                    continue;
+                }
+                if r.is_err() {
+                    failed.push(&w.stream);
+                }
                 match r {
                     Ok(ok) => emitted.written(&mut pending, w, ok.last_event_number),
                     Err(WriteError::WrongExpectedVersion { .. } | WriteError::CommitTimeout) => {
@@ -821,6 +836,52 @@ impl Projections {
         });
         r.map_err(|e| format!("cannot write a checkpoint: {e}"))
     }
+}
+
+/// A batch of records, handled and not yet written.
+struct Batch {
+    emits: Vec<system::Emit>,
+    /// Events that passed the projection's filter.
+    handled: u64,
+    /// The position of the last of them.
+    last_handled: Option<u64>,
+    /// Where the batch ends.
+    end: u64,
+}
+
+/// What reading a batch gave.
+enum Read {
+    Batch(Batch),
+    Stop(Stop),
+    Failed(StorageError),
+}
+
+/// Waits for records past `follow` (or a stop), reads up to `max` and hands them to `handler`.
+async fn read_batch(
+    follow: &mut crate::store::follow::Follow,
+    handler: &SystemHandler,
+    stop: &mut tokio::sync::watch::Receiver<Stop>,
+    max: usize,
+) -> Read {
+    let records = tokio::select! {
+        biased;
+        s = stop.wait_for(|s| *s != Stop::No) => return Read::Stop(s.map_or(Stop::Now, |s| *s)),
+        r = follow.next(max) => r,
+    };
+    let records = match records {
+        Ok(r) => r,
+        Err(e) => return Read::Failed(e),
+    };
+    let mut b = Batch { emits: Vec::new(), handled: 0, last_handled: None, end: follow.position() };
+    for r in &records {
+        if let Record::Event(e) = r {
+            if handler.handle(e, &mut b.emits) {
+                b.handled += 1;
+                b.last_handled = Some(e.log_position);
+            }
+        }
+    }
+    Read::Batch(b)
 }
 
 /// The registry's ids by name and its last event number.
