@@ -344,3 +344,27 @@ async fn a_restart_writes_no_link_twice() {
     let ce = read_stream(&s, "$ce-order");
     assert_eq!(ce.last().unwrap()[1], "0@order-9");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_write_batches_chain_within_one_round() {
+    let s = start_all().await;
+    let events: Vec<Value> = (0..20).map(|_| event("Placed", json!({}))).collect();
+    append(&s, "order-1", Value::Array(events)).await;
+    caught_up(&s).await;
+    let cmd = |c: &str| format!("/projection/$by_category/command/{c}");
+    assert_eq!(s.request("POST", &cmd("disable"), &[ADMIN], b"").await.status, 200);
+    let r =
+        s.request("PUT", "/projection/$by_category/config", &[ADMIN], br#"{"maxWriteBatchLength":3}"#).await;
+    assert_eq!(r.json()["maxWriteBatchLength"], 3);
+    // A reset processes the whole log again: its 20 links to `$ce-order` go as seven writes of
+    // at most three, each expecting the version the one before leaves.
+    assert_eq!(s.request("POST", &cmd("reset"), &[ADMIN], b"").await.status, 200);
+    assert_eq!(s.request("POST", &cmd("enable"), &[ADMIN], b"").await.status, 200);
+    caught_up(&s).await;
+    let ce = read_stream(&s, "$ce-order");
+    assert_eq!(ce.len(), 40);
+    let again: Vec<&str> = ce[20..].iter().map(|e| e[1].as_str().unwrap()).collect();
+    let want: Vec<String> = (0..20).map(|n| format!("{n}@order-1")).collect();
+    assert_eq!(again, want);
+    assert!(ce[20..].iter().all(|e| e[2]["$v"] == "3:3:3:4"), "{:?}", ce[20]);
+}
