@@ -278,7 +278,7 @@ impl Node {
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
             node.subscriptions().stop();
-            node.projections().stop();
+            node.projections().stop_and_wait().await;
             // A running scavenge stops at its next checkpoint and resumes on the next start.
             if node.scavenger().current().is_some() {
                 let _ = node.scavenger().stop("current").await;

@@ -368,3 +368,37 @@ async fn small_write_batches_chain_within_one_round() {
     assert_eq!(again, want);
     assert!(ce[20..].iter().all(|e| e[2]["$v"] == "3:3:3:4"), "{:?}", ce[20]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_from_the_checkpoint() {
+    let s = start_with(|c| {
+        c.run_projections = RunProjections::System;
+        c.start_standard_projections = true;
+    })
+    .await;
+    let cmd = |c: &str| format!("/projection/$by_event_type/command/{c}");
+    assert_eq!(s.request("POST", &cmd("disable"), &[ADMIN], b"").await.status, 200);
+    let r = s
+        .request("PUT", "/projection/$by_event_type/config", &[ADMIN], br#"{"checkpointHandledThreshold":5}"#)
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(s.request("POST", &cmd("enable"), &[ADMIN], b"").await.status, 200);
+    for i in 0..12 {
+        append(&s, &format!("item-{i}"), json!([event("Added", json!({}))])).await;
+        caught_up(&s).await;
+    }
+    let checkpoints = read_stream(&s, "$projections-$by_event_type-checkpoint");
+    assert!(!checkpoints.is_empty(), "checkpoints every five handled events");
+    assert_eq!(read_stream(&s, "$et")[0][0], "$Checkpoint");
+    let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
+    assert_ne!(stat["lastCheckpoint"], stat["position"], "events after the last checkpoint: {stat}");
+    // Processed again from the last checkpoint after the restart: nothing twice.
+    let s = s.restart().await;
+    caught_up(&s).await;
+    let added: Vec<String> =
+        read_stream(&s, "$et-Added").iter().map(|e| e[1].as_str().unwrap().to_owned()).collect();
+    let want: Vec<String> = (0..12).map(|i| format!("0@item-{i}")).collect();
+    assert_eq!(added, want);
+    let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
+    assert_eq!((stat["status"].as_str(), stat["epoch"].as_i64()), (Some("Running"), Some(-1)), "{stat}");
+}

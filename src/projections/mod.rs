@@ -335,7 +335,10 @@ impl Projections {
             return Ok(());
         }
         let _cmd = self.commands.lock().await;
-        self.stop_all();
+        // What an earlier start ran ends before anything is loaded again.
+        for mut done in self.stop_all() {
+            let _ = done.wait_for(|d| *d).await;
+        }
         let ids = self.ensure_registry().await?;
         let store = self.store.clone();
         let kinds: Vec<(SystemKind, i64)> = SystemKind::ALL.into_iter().zip(ids).collect();
@@ -379,21 +382,32 @@ impl Projections {
 
     /// Stops every task at once (no checkpoints; the next start resumes from the last ones).
     pub fn stop(&self) {
-        self.stop_all();
+        drop(self.stop_all());
     }
 
-    fn stop_all(&self) {
+    /// [`Projections::stop`], then waits until every task has ended (none writes any more).
+    pub async fn stop_and_wait(&self) {
+        for mut done in self.stop_all() {
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// Stops every task; what tells when each has ended.
+    fn stop_all(&self) -> Vec<tokio::sync::watch::Receiver<bool>> {
         let mut inner = lock(&self.inner);
         inner.running = false;
         inner.generation += 1;
+        let mut done = Vec::new();
         for e in inner.projections.values_mut() {
             if let Some(run) = e.run.take() {
                 run.stop.send_replace(Stop::Now);
+                done.push(run.done);
             }
             if e.state == RunState::Running {
                 e.state = RunState::Stopped;
             }
         }
+        done
     }
 
     /// The ids of the system projections, creating the registry or the entries it lacks.
