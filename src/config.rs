@@ -524,7 +524,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         group: "Projections",
         kind: Kind::Enum(PROJECTIONS),
         default: "None",
-        help: "Which projections run: None, System or All.",
+        help: "Which projections run: None (the /projections routes answer 404), System (the system projections) or All.",
+    },
+    OptionSpec {
+        name: "StartStandardProjections",
+        flag: "start-standard-projections",
+        aliases: &[],
+        group: "Projections",
+        kind: Kind::Bool,
+        default: "false",
+        help: "Enable the system projections ($streams, $by_category, …) at start (they are created disabled); needs RunProjections System or All.",
     },
 ];
 
@@ -691,6 +700,8 @@ pub struct Config {
     pub enable_unix_socket: bool,
     /// `--run-projections`.
     pub run_projections: RunProjections,
+    /// `--start-standard-projections`.
+    pub start_standard_projections: bool,
     /// `--log-level`.
     pub log_level: String,
     /// `--help`.
@@ -1163,6 +1174,7 @@ impl Config {
             tls,
             enable_unix_socket: flag("EnableUnixSocket"),
             run_projections,
+            start_standard_projections: flag("StartStandardProjections"),
             log_level: get("LogLevel"),
             help: flag("Help"),
             version: flag("Version"),
@@ -1196,6 +1208,9 @@ impl Config {
         }
         if self.insecure && self.values.get("CertificateFile").is_some_and(|(v, _)| !v.is_empty()) {
             out.push("Insecure is set: CertificateFile is ignored and the node serves plain HTTP".into());
+        }
+        if self.start_standard_projections && self.run_projections == RunProjections::None {
+            out.push("StartStandardProjections is set but RunProjections is None: no projection runs".into());
         }
         if c.allow_surplus_nodes {
             out.push(
@@ -1476,6 +1491,31 @@ mod tests {
                 assert_eq!(c.values[spec.name], (value.to_string(), Source::File), "YAML {n}");
             }
         }
+    }
+
+    #[test]
+    fn projection_options_through_every_source() {
+        let c = Config::parse(&[], &[], no_file).unwrap();
+        assert_eq!((c.run_projections, c.start_standard_projections), (RunProjections::None, false));
+        let typed = |c: &Config| (c.run_projections, c.start_standard_projections);
+        let want = (RunProjections::System, true);
+        let c = parse_cli(&["--run-projections", "system", "--start-standard-projections"]).unwrap();
+        assert_eq!(typed(&c), want);
+        assert_eq!(c.values["RunProjections"], ("System".to_string(), Source::CommandLine));
+        let vars = [
+            ("ANNAL_RUN_PROJECTIONS".to_string(), "System".to_string()),
+            ("ANNAL_START_STANDARD_PROJECTIONS".to_string(), "true".to_string()),
+        ];
+        let c = Config::parse(&[], &vars, no_file).unwrap();
+        assert_eq!(typed(&c), want);
+        assert_eq!(c.values["StartStandardProjections"], ("true".to_string(), Source::Environment));
+        let yaml = "RunProjections: All\nStartStandardProjections: true\n".to_string();
+        let c = Config::parse(&args(&["--config", "f.yaml"]), &[], |_| Ok(yaml.clone())).unwrap();
+        assert_eq!(typed(&c), (RunProjections::All, true));
+        assert_eq!(c.values["RunProjections"], ("All".to_string(), Source::File));
+        let c = parse_cli(&["--start-standard-projections"]).unwrap();
+        assert!(c.warnings().iter().any(|w| w.contains("RunProjections is None")), "{:?}", c.warnings());
+        assert!(parse_cli(&["--start-standard-projections", "maybe"]).is_err());
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod index;
 pub mod keyed;
 pub mod log;
 pub mod node;
+pub mod projections;
 pub mod redact;
 pub mod scavenge;
 pub mod store;

@@ -6,12 +6,12 @@
 //! records), and
 //! the scavenger, and the persistent subscriptions. The services reach the HTTP API as one handle
 //! ([`Services`], through the node). TLS ([`crate::tls::Tls`]) is loaded here too, before any
-//! listener: a node whose certificates fail a check does not start. Projections will be added
-//! here as a further service.
+//! listener: a node whose certificates fail a check does not start.
 //!
-//! Persistent subscriptions run where writes are taken: a single node starts them when it binds;
-//! a cluster node starts them each time it becomes the leader, and they answer as not ready (and
-//! drop their groups at their next tick) as soon as it is not.
+//! Persistent subscriptions and projections run where writes are taken: a single node starts
+//! them when it binds; a cluster node starts them each time it becomes the leader, and they
+//! answer as not ready as soon as it is not (subscriptions drop their groups at their next tick,
+//! a projection stops after its batch).
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
@@ -24,6 +24,7 @@ use crate::auth::Auth;
 use crate::cluster::shell::Cluster;
 use crate::config::Config;
 use crate::env::{Disk, Env};
+use crate::projections::Projections;
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 use crate::subscriptions::Subscriptions;
@@ -55,6 +56,9 @@ pub enum NodeError {
     /// The certificates failed a check.
     #[error("cannot load the certificates: {0}")]
     Tls(#[from] crate::tls::ReloadError),
+    /// The projections could not be loaded or created.
+    #[error("cannot start the projections: {0}")]
+    Projections(#[from] crate::projections::ProjError),
     /// The HTTP listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -79,6 +83,8 @@ pub struct Services {
     pub scavenger: Arc<Scavenger>,
     /// Persistent subscriptions (running only where writes are taken).
     pub subscriptions: Arc<Subscriptions>,
+    /// Projections (running only where writes are taken, and unless `RunProjections` is None).
+    pub projections: Arc<Projections>,
 }
 
 /// A running node's shared state (handed to every HTTP request).
@@ -135,9 +141,15 @@ impl Node {
         let endpoint = SocketAddr::new(config.http_ip, config.http_port).to_string();
         let scavenger = Scavenger::open(store.clone(), config.scavenge_config(endpoint))?;
         let subscriptions = Subscriptions::new(env.clone(), store.clone());
+        let projections = Projections::new(
+            env.clone(),
+            store.clone(),
+            config.run_projections,
+            config.start_standard_projections,
+        );
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
-            services: Services { store, auth, scavenger, subscriptions },
+            services: Services { store, auth, scavenger, subscriptions, projections },
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -184,6 +196,11 @@ impl Node {
     /// Persistent subscriptions.
     pub fn subscriptions(&self) -> &Arc<Subscriptions> {
         &self.services.subscriptions
+    }
+
+    /// Projections.
+    pub fn projections(&self) -> &Arc<Projections> {
+        &self.services.projections
     }
 
     /// The cluster side (`None` on a single node, or before [`Node::bind`]).
@@ -250,6 +267,7 @@ impl Node {
             self.start_cluster(local).await?;
         } else if !self.config.cluster.is_cluster() {
             self.subscriptions().start().await?;
+            self.projections().start().await?;
         }
         if self.config.enable_unix_socket {
             crate::redact::server::start(self.clone())
@@ -260,6 +278,7 @@ impl Node {
         Ok((local, async move {
             crate::http::serve(node.clone(), listener).await;
             node.subscriptions().stop();
+            node.projections().stop_and_wait().await;
             // A running scavenge stops at its next checkpoint and resumes on the next start.
             if node.scavenger().current().is_some() {
                 let _ = node.scavenger().stop("current").await;
@@ -292,6 +311,8 @@ impl Node {
         let _ = self.cluster.set(cluster.clone());
         let weak = Arc::downgrade(self);
         self.subscriptions().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
+        let weak = Arc::downgrade(self);
+        self.projections().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
         let node = Arc::downgrade(self);
         self.env.rt.spawn(Box::pin(async move {
             let mut seen = 0;
@@ -304,6 +325,9 @@ impl Node {
                 if node.leads() {
                     if let Err(e) = node.subscriptions().start().await {
                         tracing::warn!(error = %e, "the new leader could not start persistent subscriptions; retrying at the next term");
+                    }
+                    if let Err(e) = node.projections().start().await {
+                        tracing::warn!(error = %e, "the new leader could not start projections; retrying at the next term");
                     }
                 }
             }

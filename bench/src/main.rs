@@ -22,6 +22,8 @@
 //! - `annal-bench subs [--url URL] [--events N]` measures persistent subscriptions over HTTP:
 //!   events taken and acknowledged per second with 1 and 4 consumers (pages of 100, one
 //!   `ack?ids=` per page), and the redelivery latency after a nack.
+//! - `annal-bench projections [--events N]` writes a log of N events (default 1,000,000) and
+//!   prints the events per second `$by_category` and `$by_event_type` process together.
 //! - `annal-bench cluster [--seconds N] [--rounds N] [--trials N]` starts a 3-node cluster of
 //!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
 //!   connections, when followers serve what the leader acknowledged, failover time after
@@ -55,6 +57,7 @@ mod http;
 mod instructions;
 #[cfg(feature = "peers")]
 mod peers;
+mod projections;
 mod scavenge;
 mod storage;
 mod subs;
@@ -85,8 +88,11 @@ pub struct Args {
     pub appends: u64,
     /// `cluster`: failover trials.
     pub trials: usize,
-    /// `subs`: events the consumers take and acknowledge per row.
+    /// `subs`: events the consumers take and acknowledge per row; `projections`: events of the
+    /// log the projections process.
     pub events: u64,
+    /// `--events` was given.
+    pub events_given: bool,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
@@ -97,6 +103,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
        annal-bench tls [--seconds N]
        annal-bench subs [--url http://127.0.0.1:2113] [--events N]
+       annal-bench projections [--events N] [--dir PATH]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
@@ -118,6 +125,7 @@ fn parse() -> Result<Args, String> {
         appends: 6400,
         trials: 10,
         events: 200_000,
+        events_given: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -148,7 +156,8 @@ fn parse() -> Result<Args, String> {
                     .next()
                     .and_then(|v| v.parse().ok())
                     .filter(|&n| n >= 1)
-                    .ok_or("--events needs a number of at least 1")?
+                    .ok_or("--events needs a number of at least 1")?;
+                a.events_given = true;
             }
             "--trials" => {
                 a.trials = it.next().and_then(|v| v.parse().ok()).ok_or("--trials needs a number")?
@@ -194,6 +203,7 @@ fn main() {
         "redact" => backup::redact_bench(&args),
         "http" => http::http_mode(&args),
         "subs" => subs::subs_mode(&args),
+        "projections" => projections::projections_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
         "tls" => tls::tls_mode(&args),
         "instructions" => instructions::instructions(&args),
@@ -201,7 +211,7 @@ fn main() {
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, projections, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }

@@ -66,8 +66,9 @@ const FORWARD_SLACK: Duration = Duration::from_secs(5);
 /// What a cluster node does instead of handling the request, if anything.
 pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let cluster = api.node.cluster()?;
-    // Persistent subscriptions run on the leader only: every request to them goes there.
-    let leader_only = matches!(route, Route::Node(NodeRoute::Subscriptions(_)));
+    // Persistent subscriptions and projections run on the leader only: every request to them
+    // goes there.
+    let leader_only = matches!(route, Route::Node(NodeRoute::Subscriptions(_) | NodeRoute::Projections(_)));
     if !leader_only && matches!(route, Route::Node(_) | Route::Admin(_)) {
         return None;
     }

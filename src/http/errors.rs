@@ -9,6 +9,7 @@ use http::StatusCode;
 use super::media::Media;
 use super::reply::Reply;
 use crate::auth::{AuthFailure, UserError};
+use crate::projections::ProjError;
 use crate::store::{ReadError, StorageError, WriteError};
 use crate::subscriptions::SubError;
 
@@ -87,6 +88,19 @@ pub fn subscription(e: &SubError) -> Reply {
         SubError::TooManyConsumers => Reply::status(StatusCode::CONFLICT, "Maximum subscriber count reached"),
         SubError::Storage(s) => storage(s),
         SubError::Write(w) => write(w, WriteKind::Append),
+    }
+}
+
+/// A failed projection request.
+pub fn projection(e: &ProjError) -> Reply {
+    match e {
+        ProjError::NotReady => Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready"),
+        ProjError::NotFound => Reply::status(StatusCode::NOT_FOUND, "Not Found"),
+        ProjError::NotAuthorized => Reply::unauthorized(),
+        ProjError::Invalid(why) => Reply::bad_request(why.clone()),
+        ProjError::OperationFailed(why) => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
+        ProjError::Storage(s) => storage(s),
+        ProjError::Write(w) => write(w, WriteKind::Append),
     }
 }
 

@@ -31,6 +31,7 @@ pub mod headers;
 pub mod media;
 pub mod metadata;
 pub mod node_info;
+pub mod projections;
 pub mod reply;
 pub mod request;
 pub mod router;
@@ -162,7 +163,11 @@ impl Api {
         match router::segments(path) {
             None => Routed { routes: None, allow: Cow::Borrowed("") },
             Some(segs) => {
-                let routes = router::routes(&segs);
+                let mut routes = router::routes(&segs);
+                if self.node.config().run_projections == crate::config::RunProjections::None {
+                    // Without projections v5 registers none of their routes: 404.
+                    routes.retain(|(_, r)| !matches!(r, Route::Node(area::node::NodeRoute::Projections(_))));
+                }
                 Routed { allow: router::allow_header(&routes), routes: Some(routes) }
             }
         }

@@ -107,6 +107,58 @@ impl Store {
         r
     }
 
+    /// Several writes queued together, so one group commit can take them all (see
+    /// [`Store::write_async`]); their results in the same order. Each write is decided and
+    /// answered on its own: one refused write does not hold back the others.
+    pub async fn write_all_async(&self, ops: Vec<WriteOp>) -> Vec<Result<WriteResult, WriteError>> {
+        let mut waits = Vec::with_capacity(ops.len());
+        let mut leader = None;
+        for op in ops {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if self.enqueue(op, Waiter::Task(tx)) {
+                leader = Some(self.start_leader());
+            }
+            waits.push(rx);
+        }
+        let stopped = || Err(StorageError::Io("the writer stopped".into()).into());
+        let mut out = Vec::with_capacity(waits.len());
+        if self.cfg.replicated {
+            // One deadline for all: once it passed, a write not answered yet timed out.
+            let mut timeout = Some(self.env.rt.sleep(self.cfg.commit_timeout));
+            for mut rx in waits {
+                let r = match timeout.as_mut() {
+                    Some(t) => tokio::select! {
+                        biased;
+                        r = &mut rx => Some(r.unwrap_or_else(|_| stopped())),
+                        _ = t => None,
+                    },
+                    None => None,
+                };
+                out.push(match r {
+                    Some(r) => r,
+                    None => {
+                        timeout = None;
+                        match rx.try_recv() {
+                            Ok(r) => r,
+                            Err(_) => Err(WriteError::CommitTimeout),
+                        }
+                    }
+                });
+            }
+        } else {
+            for rx in waits {
+                out.push(rx.await.unwrap_or_else(|_| stopped()));
+            }
+        }
+        #[cfg(feature = "sim")]
+        if let Some(io) = leader {
+            io.await;
+        }
+        #[cfg(not(feature = "sim"))]
+        drop(leader);
+        out
+    }
+
     /// Appends events without blocking the calling task (see [`Store::write_async`]).
     pub async fn append_async(
         &self,

@@ -1,6 +1,7 @@
 //! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members)
 //! and `/stats[/…]`; it also carries the subscriptions area's routes
-//! ([`NodeRoute::Subscriptions`]), which a cluster node answers itself as it does the node's own.
+//! ([`NodeRoute::Subscriptions`]) and the projections area's ([`NodeRoute::Projections`]), which
+//! run on the leader only.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
 use super::super::{media, node_info, stats, Api};
+use super::projections::{self, ProjRoute};
 use super::subscriptions::{self, SubRoute};
 
 /// A route of the node area.
@@ -29,6 +31,8 @@ pub enum NodeRoute {
     Stats(Vec<String>),
     /// A persistent subscription route.
     Subscriptions(SubRoute),
+    /// A projection route.
+    Projections(ProjRoute),
 }
 
 /// Adds the node area's routes of a path to `out`.
@@ -39,6 +43,12 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
     if segs.first() == Some(&"subscriptions") {
         for (m, r) in subscriptions::routes(segs) {
             out.push((m, Route::Node(NodeRoute::Subscriptions(r))));
+        }
+        return;
+    }
+    if matches!(segs.first(), Some(&"projections" | &"projection")) {
+        for (m, r) in projections::routes(segs) {
+            out.push((m, Route::Node(NodeRoute::Projections(r))));
         }
         return;
     }
@@ -65,6 +75,7 @@ impl NodeRoute {
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
             NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
             NodeRoute::Subscriptions(r) => r.spec(),
+            NodeRoute::Projections(r) => r.spec(),
         }
     }
 
@@ -72,6 +83,7 @@ impl NodeRoute {
     pub fn body_limit(&self) -> Option<usize> {
         match self {
             NodeRoute::Subscriptions(r) => r.body_limit(),
+            NodeRoute::Projections(r) => r.body_limit(),
             _ => None,
         }
     }
@@ -87,5 +99,6 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
         NodeRoute::Subscriptions(r) => subscriptions::dispatch(api, r, req).await,
+        NodeRoute::Projections(r) => projections::dispatch(api, r, req).await,
     }
 }

@@ -1,0 +1,996 @@
+//! Projections: the service behind `/projections` and `/projection/{name}`.
+//!
+//! The system projections (`$streams`, `$stream_by_category`, `$by_category`, `$by_event_type`,
+//! `$by_correlation_id`) run as native code: each enabled one is a task that follows committed
+//! records from its checkpoint, hands each to its sans-IO handler ([`system::SystemHandler`]),
+//! writes what the handler emits ([`emitted`]: exactly once, across restarts) and checkpoints
+//! by the rule of [`checkpoint`]. The decisions are free of I/O; this module is the shell.
+//!
+//! Durable state lives in streams, so it replicates and is backed up like any other:
+//! - `$projections-$all`, the registry: `$ProjectionsInitialized`, then one `$ProjectionCreated`
+//!   (data: the name) per projection; its event number is the projection's id;
+//! - `$projections-{name}`, the definition ([`definition`]), one `$ProjectionUpdated` per change;
+//! - `$projections-{name}-checkpoint`, `$ProjectionCheckpoint` events (`$maxCount` 2) whose
+//!   metadata is the tag of the position processed up to (`$by_event_type` writes it to `$et` as
+//!   a `$Checkpoint` event too).
+//!
+//! The service runs where writes are taken (the leader; a single node always):
+//! [`Projections::start`] creates what is missing, loads the definitions and starts the enabled
+//! projections; with `StartStandardProjections` it enables the system projections first. Each
+//! start drops what an earlier one ran. A projection's task stops when the node no longer leads.
+//! With `RunProjections None` the service never starts (and the routes do not exist).
+//!
+//! Commands ([`Projections::command`]) run one at a time: each writes the new definition, then
+//! stops and starts tasks. `disable` lets the task finish its batch and write a final
+//! checkpoint; `abort` stops it without one; `reset` raises the version and starts a new epoch,
+//! so the projection processes the log again from the start and its output of older epochs no
+//! longer counts.
+//!
+//! Invariants: at most one task per projection (each task has an id, and what a replaced task
+//! reports is ignored); a checkpoint is written only after everything
+//! emitted before its position is written.
+
+pub mod category;
+pub mod checkpoint;
+pub mod definition;
+pub mod emitted;
+pub mod system;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use self::checkpoint::{position_text, tag_prefix, Progress, Tag};
+use self::definition::{Definition, ProjectionConfig, UPDATED_EVENT_TYPE};
+use self::emitted::{Emitted, Head, Pending};
+use self::system::{SystemHandler, SystemKind};
+use crate::config::RunProjections;
+use crate::env::Env;
+use crate::log::record::Record;
+use crate::store::{NewEvent, ReadError, StorageError, Store, WriteError, ANY};
+
+/// The registry stream.
+pub const REGISTRY_STREAM: &str = "$projections-$all";
+/// The event type of a projection's creation in the registry.
+pub const CREATED_EVENT_TYPE: &str = "$ProjectionCreated";
+/// The event type that opens the registry.
+pub const INITIALIZED_EVENT_TYPE: &str = "$ProjectionsInitialized";
+/// The event type of a checkpoint.
+pub const CHECKPOINT_EVENT_TYPE: &str = "$ProjectionCheckpoint";
+/// Records one batch of a projection reads at most (below `pendingEventsThreshold`).
+pub const BATCH_RECORDS_MAX: usize = 4096;
+/// Times a projection reads an emitted stream's head again after a refused write, per batch,
+/// before it faults.
+pub const WRITE_RETRIES_MAX: usize = 5;
+/// The status reason of a projection whose configuration forbids emitting.
+const EMIT_NOT_ALLOWED: &str = "'emit' is not allowed by the projection/configuration/mode";
+
+/// The definition stream of a projection.
+pub fn definition_stream(name: &str) -> String {
+    format!("$projections-{name}")
+}
+
+/// The checkpoint stream of a projection.
+pub fn checkpoint_stream(name: &str) -> String {
+    format!("$projections-{name}-checkpoint")
+}
+
+/// Why a projection request failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProjError {
+    /// The service does not run here (the node does not lead, or is still loading).
+    #[error("projections are not running on this node")]
+    NotReady,
+    /// No such projection.
+    #[error("projection not found")]
+    NotFound,
+    /// The caller may not do this.
+    #[error("not authorized")]
+    NotAuthorized,
+    /// A bad query or configuration.
+    #[error("{0}")]
+    Invalid(String),
+    /// Refused in the projection's current state.
+    #[error("{0}")]
+    OperationFailed(String),
+    /// A read failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A write of the projection's streams failed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// A command on one projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Enable and start.
+    Enable,
+    /// Disable; stop after a final checkpoint.
+    Disable,
+    /// Disable; stop at once without a checkpoint.
+    Abort,
+    /// New epoch: process the log again from the start.
+    Reset,
+}
+
+/// Where a projection's task is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    /// Not running.
+    Stopped,
+    /// Processing (or waiting for new records).
+    Running,
+    /// Stopped by `abort`.
+    Aborted,
+    /// Stopped by an error (see the reason).
+    Faulted,
+}
+
+/// A projection's figures for documents.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// The definition.
+    pub def: Definition,
+    /// Where its task is.
+    pub state: RunState,
+    /// Why it faulted.
+    pub reason: String,
+    /// The position processed up to (`None`: not known yet).
+    pub position: Option<u64>,
+    /// The last checkpoint's position.
+    pub last_checkpoint: Option<u64>,
+    /// Events handled since the task started.
+    pub processed: u64,
+    /// A checkpoint is being written.
+    pub checkpoint_writing: bool,
+    /// Emitted events written since the task started.
+    pub written: u64,
+    /// Events read and not yet processed.
+    pub buffered: u64,
+    /// The committed log position, for `progress`.
+    pub committed: u64,
+}
+
+impl View {
+    /// The v5 status text: the state, with ` (Enabled)` when a stopped or faulted projection is
+    /// enabled.
+    pub fn status(&self) -> String {
+        let s = match self.state {
+            RunState::Stopped => "Stopped",
+            RunState::Running => "Running",
+            RunState::Aborted => "Aborted",
+            RunState::Faulted => "Faulted",
+        };
+        if self.def.enabled && matches!(self.state, RunState::Stopped | RunState::Faulted) {
+            format!("{s} (Enabled)")
+        } else {
+            s.to_owned()
+        }
+    }
+
+    /// The position as text (`C:p/P:p`), `C:0/P:-1` before the projection has one.
+    pub fn position_text(&self) -> String {
+        self.position.map_or_else(|| "C:0/P:-1".into(), position_text)
+    }
+
+    /// The last checkpoint as text.
+    pub fn last_checkpoint_text(&self) -> String {
+        self.last_checkpoint.map_or_else(|| "C:0/P:-1".into(), position_text)
+    }
+
+    /// Progress through the log, in percent (`-1` before the projection has a position).
+    pub fn progress(&self) -> f64 {
+        match self.position {
+            None => -1.0,
+            Some(_) if self.committed == 0 => 100.0,
+            Some(p) => ((p as f64 / self.committed as f64) * 100.0).min(100.0),
+        }
+    }
+
+    /// The tag of the position, for `ES-Position`.
+    pub fn position_tag(&self) -> String {
+        let p = self.position.unwrap_or(0);
+        format!("{{\"$c\":{p},\"$p\":{p}}}")
+    }
+}
+
+/// How a task is asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    No,
+    Graceful,
+    Now,
+}
+
+struct Run {
+    /// Unique per task.
+    id: u64,
+    stop: tokio::sync::watch::Sender<Stop>,
+    done: tokio::sync::watch::Receiver<bool>,
+}
+
+struct Entry {
+    def: Definition,
+    /// The last event number of the definition stream.
+    def_last: i64,
+    run: Option<Run>,
+    state: RunState,
+    reason: String,
+    position: Option<u64>,
+    last_checkpoint: Option<u64>,
+    processed: u64,
+    checkpoint_writing: bool,
+    written: u64,
+    buffered: u64,
+}
+
+impl Entry {
+    fn new(def: Definition, def_last: i64) -> Entry {
+        Entry {
+            def,
+            def_last,
+            run: None,
+            state: RunState::Stopped,
+            reason: String::new(),
+            position: None,
+            last_checkpoint: None,
+            processed: 0,
+            checkpoint_writing: false,
+            written: 0,
+            buffered: 0,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    running: bool,
+    generation: u64,
+    /// The id of the last task started.
+    last_run: u64,
+    projections: BTreeMap<String, Entry>,
+}
+
+/// Whether the node leads (may take writes).
+type LeaderCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The projections service (see the module doc).
+pub struct Projections {
+    env: Env,
+    store: Arc<Store>,
+    mode: RunProjections,
+    start_standard: bool,
+    me: Weak<Projections>,
+    inner: Mutex<Inner>,
+    /// Held by starts and commands: one change at a time.
+    commands: tokio::sync::Mutex<()>,
+    leads: std::sync::OnceLock<LeaderCheck>,
+}
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a batch's writes ended, when not well.
+enum WriteFailure {
+    /// The node no longer leads: stop quietly.
+    NotLeader,
+    /// The projection faults.
+    Fault(String),
+}
+
+impl Projections {
+    /// A service over `store`, not started.
+    pub fn new(env: Env, store: Arc<Store>, mode: RunProjections, start_standard: bool) -> Arc<Projections> {
+        Arc::new_cyclic(|me| Projections {
+            env,
+            store,
+            mode,
+            start_standard,
+            me: me.clone(),
+            inner: Mutex::new(Inner::default()),
+            commands: tokio::sync::Mutex::new(()),
+            leads: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Which projections run on this node.
+    pub fn mode(&self) -> RunProjections {
+        self.mode
+    }
+
+    /// Sets how the service tells whether the node leads; without one it always does. Set once.
+    pub fn set_leader_check(&self, f: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.leads.set(Box::new(f));
+    }
+
+    fn leads(&self) -> bool {
+        self.leads.get().is_none_or(|f| f())
+    }
+
+    /// Whether the service runs (and the node leads).
+    pub fn running(&self) -> bool {
+        lock(&self.inner).running && self.leads()
+    }
+
+    fn event(&self, event_type: &str, data: Vec<u8>, metadata: Vec<u8>, is_json: bool) -> NewEvent {
+        NewEvent {
+            id: *self.env.new_uuid().as_bytes(),
+            event_type: event_type.into(),
+            data: Bytes::from(data),
+            metadata: Bytes::from(metadata),
+            is_json,
+        }
+    }
+
+    /// Creates what is missing, loads the definitions and starts the enabled projections
+    /// (enabling the system projections first with `StartStandardProjections`). Does nothing
+    /// with `RunProjections None`.
+    pub async fn start(&self) -> Result<(), ProjError> {
+        if self.mode == RunProjections::None {
+            return Ok(());
+        }
+        let _cmd = self.commands.lock().await;
+        // What an earlier start ran ends before anything is loaded again.
+        for mut done in self.stop_all() {
+            let _ = done.wait_for(|d| *d).await;
+        }
+        let ids = self.ensure_registry().await?;
+        let store = self.store.clone();
+        let kinds: Vec<(SystemKind, i64)> = SystemKind::ALL.into_iter().zip(ids).collect();
+        let loaded = self
+            .env
+            .blocking(move || {
+                kinds
+                    .into_iter()
+                    .map(|(k, id)| load_definition(&store, k, id).map(|d| (k, id, d)))
+                    .collect::<Result<Vec<_>, StorageError>>()
+            })
+            .await?;
+        let mut entries = Vec::new();
+        for (kind, id, found) in loaded {
+            let (mut def, mut last) = found.unwrap_or_else(|| (Definition::new_system(kind, id), -1));
+            if last < 0 || (self.start_standard && !def.enabled) {
+                def.enabled |= self.start_standard;
+                last = self.write_definition(&def, last).await?;
+            }
+            entries.push(Entry::new(def, last));
+        }
+        let generation = {
+            let mut inner = lock(&self.inner);
+            inner.generation += 1;
+            inner.running = true;
+            inner.projections = entries.into_iter().map(|e| (e.def.name.clone(), e)).collect();
+            inner.generation
+        };
+        let names: Vec<String> = lock(&self.inner)
+            .projections
+            .values()
+            .filter(|e| e.def.enabled)
+            .map(|e| e.def.name.clone())
+            .collect();
+        for name in names {
+            self.spawn_run(&name, generation);
+        }
+        tracing::info!(mode = ?self.mode, "projections started");
+        Ok(())
+    }
+
+    /// Stops every task at once (no checkpoints; the next start resumes from the last ones).
+    pub fn stop(&self) {
+        drop(self.stop_all());
+    }
+
+    /// [`Projections::stop`], then waits until every task has ended (none writes any more).
+    pub async fn stop_and_wait(&self) {
+        for mut done in self.stop_all() {
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// Stops every task; what tells when each has ended.
+    fn stop_all(&self) -> Vec<tokio::sync::watch::Receiver<bool>> {
+        let mut inner = lock(&self.inner);
+        inner.running = false;
+        inner.generation += 1;
+        let mut done = Vec::new();
+        for e in inner.projections.values_mut() {
+            if let Some(run) = e.run.take() {
+                run.stop.send_replace(Stop::Now);
+                done.push(run.done);
+            }
+            if e.state == RunState::Running {
+                e.state = RunState::Stopped;
+            }
+        }
+        done
+    }
+
+    /// The ids of the system projections, creating the registry or the entries it lacks.
+    async fn ensure_registry(&self) -> Result<Vec<i64>, ProjError> {
+        let store = self.store.clone();
+        let (mut ids, last) = self.env.blocking(move || read_registry(&store)).await?;
+        let missing: Vec<SystemKind> =
+            SystemKind::ALL.into_iter().filter(|k| !ids.contains_key(k.name())).collect();
+        if !missing.is_empty() {
+            let mut events = Vec::new();
+            if last < 0 {
+                events.push(self.event(INITIALIZED_EVENT_TYPE, b"{}".to_vec(), Vec::new(), true));
+            }
+            for k in &missing {
+                events.push(self.event(CREATED_EVENT_TYPE, k.name().as_bytes().to_vec(), Vec::new(), false));
+            }
+            let r = self.store.append_async(REGISTRY_STREAM, last, events).await?;
+            let first_created = r.last_event_number - missing.len() as i64 + 1;
+            for (i, k) in missing.iter().enumerate() {
+                ids.insert(k.name().to_owned(), first_created + i as i64);
+            }
+        }
+        Ok(SystemKind::ALL.iter().map(|k| ids[k.name()]).collect())
+    }
+
+    /// Writes `def` after event `last` of its stream; the new last event number.
+    async fn write_definition(&self, def: &Definition, last: i64) -> Result<i64, ProjError> {
+        let ev = self.event(UPDATED_EVENT_TYPE, def.to_json(), Vec::new(), true);
+        let r = self.store.append_async(&definition_stream(&def.name), last, vec![ev]).await?;
+        Ok(r.last_event_number)
+    }
+
+    fn check_running(&self) -> Result<(), ProjError> {
+        if self.running() {
+            Ok(())
+        } else {
+            Err(ProjError::NotReady)
+        }
+    }
+
+    fn view_of(&self, e: &Entry) -> View {
+        View {
+            def: e.def.clone(),
+            state: e.state,
+            reason: e.reason.clone(),
+            position: e.position,
+            last_checkpoint: e.last_checkpoint,
+            processed: e.processed,
+            checkpoint_writing: e.checkpoint_writing,
+            written: e.written,
+            buffered: e.buffered,
+            committed: self.store.log().committed(),
+        }
+    }
+
+    /// Every projection, by name.
+    pub fn list(&self) -> Result<Vec<View>, ProjError> {
+        self.check_running()?;
+        let inner = lock(&self.inner);
+        Ok(inner.projections.values().map(|e| self.view_of(e)).collect())
+    }
+
+    /// One projection.
+    pub fn get(&self, name: &str) -> Result<View, ProjError> {
+        self.check_running()?;
+        let inner = lock(&self.inner);
+        inner.projections.get(name).map(|e| self.view_of(e)).ok_or(ProjError::NotFound)
+    }
+
+    /// Runs a command (see the module doc).
+    pub async fn command(&self, name: &str, command: Command) -> Result<(), ProjError> {
+        let _cmd = self.commands.lock().await;
+        self.check_running()?;
+        let (mut def, last, running) = self.current(name)?;
+        match command {
+            Command::Enable => {
+                if def.enabled && running {
+                    return Ok(());
+                }
+                if !def.enabled {
+                    def.enabled = true;
+                    self.store_definition(&def, last).await?;
+                }
+                self.restart(name);
+            }
+            Command::Disable | Command::Abort => {
+                if def.enabled {
+                    def.enabled = false;
+                    self.store_definition(&def, last).await?;
+                }
+                let how = if command == Command::Disable { Stop::Graceful } else { Stop::Now };
+                self.stop_one(name, how).await;
+                if command == Command::Abort {
+                    self.with_entry(name, |e| e.state = RunState::Aborted);
+                }
+            }
+            Command::Reset => {
+                self.stop_one(name, Stop::Now).await;
+                def.version += 1;
+                def.epoch = def.version;
+                self.store_definition(&def, last).await?;
+                self.with_entry(name, |e| {
+                    e.position = None;
+                    e.last_checkpoint = None;
+                    e.state = RunState::Stopped;
+                });
+                if def.enabled {
+                    self.restart(name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the query (`PUT /projection/{name}/query`): checked first; the version rises and
+    /// an enabled projection restarts with it from its checkpoint.
+    pub async fn update_query(&self, name: &str, query: &str) -> Result<(), ProjError> {
+        let _cmd = self.commands.lock().await;
+        self.check_running()?;
+        let (mut def, last, _) = self.current(name)?;
+        SystemHandler::new(def.kind, query).map_err(ProjError::Invalid)?;
+        self.stop_one(name, Stop::Graceful).await;
+        def.query = query.to_owned();
+        def.version += 1;
+        self.store_definition(&def, last).await?;
+        if def.enabled {
+            self.restart(name);
+        }
+        Ok(())
+    }
+
+    /// Replaces configuration fields (`PUT /projection/{name}/config`); only while the projection
+    /// is stopped or faulted.
+    pub async fn update_config(&self, name: &str, body: &Map<String, Value>) -> Result<(), ProjError> {
+        let _cmd = self.commands.lock().await;
+        self.check_running()?;
+        let (mut def, last, running) = self.current(name)?;
+        if running {
+            return Err(ProjError::OperationFailed(
+                "Cannot update the config of a projection that hasn't been stopped or faulted.".into(),
+            ));
+        }
+        let mut config = def.config;
+        config.apply(body).map_err(ProjError::Invalid)?;
+        def.config = config;
+        def.version += 1;
+        self.store_definition(&def, last).await?;
+        Ok(())
+    }
+
+    /// The configuration of a projection.
+    pub fn config(&self, name: &str) -> Result<ProjectionConfig, ProjError> {
+        Ok(self.get(name)?.def.config)
+    }
+
+    fn current(&self, name: &str) -> Result<(Definition, i64, bool), ProjError> {
+        let inner = lock(&self.inner);
+        let e = inner.projections.get(name).ok_or(ProjError::NotFound)?;
+        Ok((e.def.clone(), e.def_last, e.run.is_some() && e.state == RunState::Running))
+    }
+
+    async fn store_definition(&self, def: &Definition, last: i64) -> Result<(), ProjError> {
+        let new_last = self.write_definition(def, last).await?;
+        self.with_entry(&def.name, |e| {
+            e.def = def.clone();
+            e.def_last = new_last;
+        });
+        Ok(())
+    }
+
+    fn with_entry<R>(&self, name: &str, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        lock(&self.inner).projections.get_mut(name).map(f)
+    }
+
+    /// Stops a projection's task and waits until it has.
+    async fn stop_one(&self, name: &str, how: Stop) {
+        let done = self
+            .with_entry(name, |e| {
+                e.run.as_ref().map(|r| {
+                    r.stop.send_replace(how);
+                    (r.id, r.done.clone())
+                })
+            })
+            .flatten();
+        if let Some((id, mut done)) = done {
+            let _ = done.wait_for(|d| *d).await;
+            // The task cleared its run when it ended; make sure of it.
+            self.with_entry(name, |e| {
+                if e.run.as_ref().is_some_and(|r| r.id == id) {
+                    e.run = None;
+                    e.state = RunState::Stopped;
+                }
+            });
+        }
+    }
+
+    fn restart(&self, name: &str) {
+        let generation = lock(&self.inner).generation;
+        self.spawn_run(name, generation);
+    }
+
+    /// Starts a projection's task under the service's `generation`.
+    fn spawn_run(&self, name: &str, generation: u64) {
+        let Some(me) = self.me.upgrade() else { return };
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::No);
+        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+        let def = {
+            let mut inner = lock(&self.inner);
+            if inner.generation != generation || !inner.running {
+                return;
+            }
+            let Some(e) = inner.projections.get_mut(name) else { return };
+            if let Some(old) = e.run.take() {
+                old.stop.send_replace(Stop::Now);
+            }
+            inner.last_run += 1;
+            let id = inner.last_run;
+            let Some(e) = inner.projections.get_mut(name) else { return };
+            e.run = Some(Run { id, stop: stop_tx, done: done_rx });
+            e.state = RunState::Running;
+            e.reason.clear();
+            e.processed = 0;
+            e.written = 0;
+            (e.def.clone(), id)
+        };
+        let (def, id) = def;
+        self.env.rt.spawn(Box::pin(async move {
+            me.run(def, id, stop_rx).await;
+            done_tx.send_replace(true);
+        }));
+    }
+
+    /// Updates the entry of task `id` (a replaced task's reports are ignored).
+    fn report(&self, name: &str, id: u64, f: impl FnOnce(&mut Entry)) {
+        let mut inner = lock(&self.inner);
+        if let Some(e) = inner.projections.get_mut(name) {
+            if e.run.as_ref().is_some_and(|r| r.id == id) {
+                f(e);
+            }
+        }
+    }
+
+    fn fault(&self, name: &str, id: u64, reason: String) {
+        tracing::warn!(projection = name, %reason, "projection faulted");
+        self.report(name, id, |e| {
+            e.state = RunState::Faulted;
+            e.reason = reason;
+            e.run = None;
+        });
+    }
+
+    /// A projection's task: from its checkpoint, batch after batch, until asked to stop.
+    async fn run(&self, def: Definition, id: u64, mut stop: tokio::sync::watch::Receiver<Stop>) {
+        let name = def.name.clone();
+        let handler = match SystemHandler::new(def.kind, &def.query) {
+            Ok(h) => h,
+            Err(e) => return self.fault(&name, id, e),
+        };
+        if !def.config.emit_enabled {
+            return self.fault(&name, id, EMIT_NOT_ALLOWED.into());
+        }
+        let version = def.projection_version();
+        let store = self.store.clone();
+        let cp_stream = checkpoint_stream(&name);
+        let loaded = self.env.blocking(move || read_last_tag(&store, &cp_stream)).await;
+        let from = match loaded {
+            Ok(Some(tag)) if tag.version.id == version.id && tag.version.epoch == version.epoch => {
+                Some(tag.position)
+            }
+            Ok(_) => None,
+            Err(e) => return self.fault(&name, id, format!("cannot read the checkpoint: {e}")),
+        };
+        let start = from.unwrap_or(0);
+        self.report(&name, id, |e| {
+            e.position = Some(start);
+            e.last_checkpoint = from;
+        });
+        let mut follow = self.store.follow(start);
+        let mut progress = Progress::new(def.config.thresholds(), start, self.env.clock.monotonic());
+        let mut emitted = Emitted::new(version, def.config.max_write_batch_length as usize);
+        let batch_max = (def.config.pending_events_threshold as usize).clamp(1, BATCH_RECORDS_MAX);
+        let mut last_checkpoint = from;
+        // The next batch is read and handled while the one before it is written.
+        let mut next: Option<Batch> = None;
+        let how = loop {
+            let batch = match next.take() {
+                Some(b) => b,
+                None => match read_batch(&mut follow, &handler, &mut stop, batch_max).await {
+                    Read::Batch(b) => b,
+                    Read::Stop(how) => break how,
+                    Read::Failed(e) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+                },
+            };
+            let count = batch.emits.len() as u64;
+            self.report(&name, id, |e| e.buffered = count);
+            let pending = Pending::new(batch.emits);
+            let (written, more) = if follow.has_more() {
+                let (w, r) = tokio::join!(
+                    self.write_emits(&mut emitted, pending),
+                    read_batch(&mut follow, &handler, &mut stop, batch_max)
+                );
+                (w, Some(r))
+            } else {
+                (self.write_emits(&mut emitted, pending).await, None)
+            };
+            match written {
+                Ok(()) => {}
+                Err(WriteFailure::NotLeader) => break Stop::Now,
+                Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
+            }
+            progress.batch(batch.handled, batch.last_handled, batch.end);
+            let pos = progress.position();
+            self.report(&name, id, |e| {
+                e.position = Some(pos);
+                e.processed += batch.handled;
+                e.written += count;
+                e.buffered = 0;
+            });
+            if !self.leads() {
+                break Stop::Now;
+            }
+            let now = self.env.clock.monotonic();
+            if progress.due(now) {
+                match self.write_checkpoint(&def, &name, id, pos).await {
+                    Ok(()) => {
+                        progress.checkpointed(now);
+                        last_checkpoint = Some(pos);
+                    }
+                    Err(reason) => return self.fault(&name, id, reason),
+                }
+            }
+            match more {
+                None => {}
+                Some(Read::Batch(b)) => next = Some(b),
+                Some(Read::Stop(how)) => break how,
+                Some(Read::Failed(e)) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+            }
+        };
+        if how == Stop::Graceful && last_checkpoint != Some(progress.position()) {
+            let pos = progress.position();
+            if let Err(reason) = self.write_checkpoint(&def, &name, id, pos).await {
+                return self.fault(&name, id, reason);
+            }
+        }
+        self.report(&name, id, |e| {
+            e.state = RunState::Stopped;
+            e.run = None;
+        });
+    }
+
+    /// Writes a batch's emits (see [`emitted`]).
+    async fn write_emits(&self, emitted: &mut Emitted, mut pending: Pending) -> Result<(), WriteFailure> {
+        let mut retries = 0;
+        while !pending.is_empty() {
+            let unknown = emitted.unknown(&pending);
+            if !unknown.is_empty() {
+                let store = self.store.clone();
+                let now = self.env.clock.wall_micros();
+                let heads = self
+                    .env
+                    .blocking(move || {
+                        unknown
+                            .into_iter()
+                            .map(|s| read_head(&store, &s, now).map(|h| (s, h)))
+                            .collect::<Result<Vec<_>, StorageError>>()
+                    })
+                    .await
+                    .map_err(|e| WriteFailure::Fault(format!("cannot read an emitted stream: {e}")))?;
+                for (s, h) in heads {
+                    emitted.learn(s, h);
+                }
+            }
+            let writes = emitted.next_writes(&mut pending);
+            if writes.is_empty() {
+                break;
+            }
+            let ops =
+                writes.iter().map(|w| emitted.op(&pending, w, || *self.env.new_uuid().as_bytes())).collect();
+            let results = self.store.write_all_async(ops).await;
+            // A stream whose write failed: its later writes of the round are not counted (they
+            // expected what the failed one would have left); its head is read again.
+            let mut failed: Vec<&str> = Vec::new();
+            for (w, r) in writes.iter().zip(results) {
+                if failed.contains(&w.stream.as_str()) {
+                    continue;
+                }
+                if r.is_err() {
+                    failed.push(&w.stream);
+                }
+                match r {
+                    Ok(ok) => emitted.written(&mut pending, w, ok.last_event_number),
+                    Err(WriteError::WrongExpectedVersion { .. } | WriteError::CommitTimeout) => {
+                        retries += 1;
+                        if retries > WRITE_RETRIES_MAX {
+                            return Err(WriteFailure::Fault(format!(
+                                "the emitted stream {} keeps changing under the projection",
+                                w.stream
+                            )));
+                        }
+                        emitted.forget(&w.stream);
+                    }
+                    Err(WriteError::StreamDeleted) => {
+                        tracing::warn!(stream = %w.stream, "a projection's emitted stream is deleted; its events are dropped");
+                        emitted.drop_stream(&mut pending, &w.stream);
+                    }
+                    Err(WriteError::NotLeader) => return Err(WriteFailure::NotLeader),
+                    Err(e) => return Err(WriteFailure::Fault(format!("cannot write to {}: {e}", w.stream))),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn write_checkpoint(&self, def: &Definition, name: &str, id: u64, pos: u64) -> Result<(), String> {
+        self.report(name, id, |e| e.checkpoint_writing = true);
+        let tag = format!("{}}}", tag_prefix(&def.projection_version(), pos));
+        let stream = checkpoint_stream(name);
+        let r = async {
+            let store = self.store.clone();
+            let s = stream.clone();
+            let fresh = self.env.blocking(move || store.stream_state(&s)).await?.last < 0;
+            if fresh {
+                let meta = self.event("$metadata", br#"{"$maxCount":2}"#.to_vec(), Vec::new(), true);
+                self.store.append_async(&format!("$${stream}"), ANY, vec![meta]).await?;
+            }
+            let ev = self.event(CHECKPOINT_EVENT_TYPE, b"[null]".to_vec(), tag.clone().into_bytes(), true);
+            self.store.append_async(&stream, ANY, vec![ev]).await?;
+            if def.kind == SystemKind::ByEventType {
+                let ev = self.event("$Checkpoint", tag.clone().into_bytes(), tag.clone().into_bytes(), true);
+                self.store.append_async("$et", ANY, vec![ev]).await?;
+            }
+            Ok::<(), ProjError>(())
+        }
+        .await;
+        self.report(name, id, |e| {
+            e.checkpoint_writing = false;
+            if r.is_ok() {
+                e.last_checkpoint = Some(pos);
+            }
+        });
+        r.map_err(|e| format!("cannot write a checkpoint: {e}"))
+    }
+}
+
+/// A batch of records, handled and not yet written.
+struct Batch {
+    emits: Vec<system::Emit>,
+    /// Events that passed the projection's filter.
+    handled: u64,
+    /// The position of the last of them.
+    last_handled: Option<u64>,
+    /// Where the batch ends.
+    end: u64,
+}
+
+/// What reading a batch gave.
+enum Read {
+    Batch(Batch),
+    Stop(Stop),
+    Failed(StorageError),
+}
+
+/// Waits for records past `follow` (or a stop), reads up to `max` and hands them to `handler`.
+async fn read_batch(
+    follow: &mut crate::store::follow::Follow,
+    handler: &SystemHandler,
+    stop: &mut tokio::sync::watch::Receiver<Stop>,
+    max: usize,
+) -> Read {
+    let records = tokio::select! {
+        biased;
+        s = stop.wait_for(|s| *s != Stop::No) => return Read::Stop(s.map_or(Stop::Now, |s| *s)),
+        r = follow.next(max) => r,
+    };
+    let records = match records {
+        Ok(r) => r,
+        Err(e) => return Read::Failed(e),
+    };
+    let mut b = Batch { emits: Vec::new(), handled: 0, last_handled: None, end: follow.position() };
+    for r in &records {
+        if let Record::Event(e) = r {
+            if handler.handle(e, &mut b.emits) {
+                b.handled += 1;
+                b.last_handled = Some(e.log_position);
+            }
+        }
+    }
+    Read::Batch(b)
+}
+
+/// The registry's ids by name and its last event number.
+fn read_registry(store: &Store) -> Result<(BTreeMap<String, i64>, i64), StorageError> {
+    let mut ids = BTreeMap::new();
+    let mut from = 0;
+    loop {
+        let slice = match store.read_forward(REGISTRY_STREAM, from, 256, false, 0) {
+            Ok(s) => s,
+            Err(ReadError::NoStream | ReadError::StreamDeleted) => return Ok((ids, -1)),
+            Err(ReadError::InvalidPosition(p)) => return Err(StorageError::Corrupt(format!("position {p}"))),
+            Err(ReadError::Storage(e)) => return Err(e),
+        };
+        for e in &slice.events {
+            let e = &e.event;
+            if e.event_type == CREATED_EVENT_TYPE {
+                ids.entry(String::from_utf8_lossy(&e.data).into_owned()).or_insert(e.event_number);
+            }
+        }
+        if slice.is_end_of_stream || slice.events.is_empty() {
+            return Ok((ids, slice.last_event_number));
+        }
+        from = slice.next_event_number;
+    }
+}
+
+/// A system projection's stored definition and the last event number of its stream.
+fn load_definition(
+    store: &Store,
+    kind: SystemKind,
+    id: i64,
+) -> Result<Option<(Definition, i64)>, StorageError> {
+    let stream = definition_stream(kind.name());
+    match store.read_event(&stream, -1, false, 0) {
+        Ok(Some(e)) => {
+            let last = store.stream_state(&stream)?.last;
+            let def = Definition::from_json(kind, id, &e.event.data).unwrap_or_else(|| {
+                tracing::warn!(projection = kind.name(), "unreadable definition; using the default");
+                Definition::new_system(kind, id)
+            });
+            Ok(Some((def, last)))
+        }
+        Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => Ok(None),
+        Err(ReadError::InvalidPosition(p)) => Err(StorageError::Corrupt(format!("position {p}"))),
+        Err(ReadError::Storage(e)) => Err(e),
+    }
+}
+
+/// The tag of a stream's last event.
+fn read_last_tag(store: &Store, stream: &str) -> Result<Option<Tag>, StorageError> {
+    match store.read_event(stream, -1, false, 0) {
+        Ok(Some(e)) => Ok(Tag::from_metadata(&e.event.metadata)),
+        Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => Ok(None),
+        Err(ReadError::InvalidPosition(p)) => Err(StorageError::Corrupt(format!("position {p}"))),
+        Err(ReadError::Storage(e)) => Err(e),
+    }
+}
+
+/// An emitted stream's head: its last event number and its last event's tag.
+fn read_head(store: &Store, stream: &str, now_us: i64) -> Result<Head, StorageError> {
+    let last = store.stream_state(stream)?.last;
+    if last < 0 {
+        return Ok(Head { last, tag: None });
+    }
+    let tag = match store.read_event(stream, -1, false, now_us) {
+        Ok(Some(e)) => Tag::from_metadata(&e.event.metadata),
+        Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
+            None
+        }
+        Err(ReadError::Storage(e)) => return Err(e),
+    };
+    Ok(Head { last, tag })
+}
+
+/// How long [`Projections::wait_idle`] polls between looks.
+const IDLE_POLL: Duration = Duration::from_millis(10);
+
+impl Projections {
+    /// Waits until every running projection has processed the log up to the committed position
+    /// at the call, or `limit` passed; whether they did. For tests and benchmarks.
+    pub async fn wait_caught_up(&self, limit: Duration) -> bool {
+        let target = self.store.log().committed();
+        let deadline = self.env.clock.monotonic() + limit;
+        loop {
+            let behind = lock(&self.inner)
+                .projections
+                .values()
+                .any(|e| e.state == RunState::Running && e.position.is_none_or(|p| p < target));
+            if !behind {
+                return true;
+            }
+            if self.env.clock.monotonic() >= deadline {
+                return false;
+            }
+            self.env.rt.sleep(IDLE_POLL).await;
+        }
+    }
+}
