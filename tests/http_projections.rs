@@ -390,14 +390,23 @@ async fn a_restart_resumes_from_the_checkpoint() {
     let checkpoints = read_stream(&s, "$projections-$by_event_type-checkpoint");
     assert!(!checkpoints.is_empty(), "checkpoints every five handled events");
     assert_eq!(read_stream(&s, "$et")[0][0], "$Checkpoint");
-    let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
+    let mut stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
+    let mut appended = 12;
+    if stat["lastCheckpoint"] == stat["position"] {
+        // On a loaded machine the last checkpoint can cover every event appended (it is written
+        // while the next batch is read); one more event, below the threshold, lies past it.
+        append(&s, "item-12", json!([event("Added", json!({}))])).await;
+        caught_up(&s).await;
+        appended = 13;
+        stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
+    }
     assert_ne!(stat["lastCheckpoint"], stat["position"], "events after the last checkpoint: {stat}");
     // Processed again from the last checkpoint after the restart: nothing twice.
     let s = s.restart().await;
     caught_up(&s).await;
     let added: Vec<String> =
         read_stream(&s, "$et-Added").iter().map(|e| e[1].as_str().unwrap().to_owned()).collect();
-    let want: Vec<String> = (0..12).map(|i| format!("0@item-{i}")).collect();
+    let want: Vec<String> = (0..appended).map(|i| format!("0@item-{i}")).collect();
     assert_eq!(added, want);
     let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
     assert_eq!((stat["status"].as_str(), stat["epoch"].as_i64()), (Some("Running"), Some(-1)), "{stat}");
