@@ -405,26 +405,35 @@ impl Subscriptions {
         self.env.rt.spawn(Box::pin(async move { me.write_effects(fx).await }));
     }
 
-    async fn write_effects(&self, fx: Effects) {
-        let (stream, group) = &fx.key;
-        for p in fx.parks {
-            let ok = self.write_park(stream, group, &p).await;
-            self.with_group(&fx.key, fx.generation, |g| g.core.on_parked(p.message.id, ok));
-        }
-        if let Some((n, has_meta)) = fx.checkpoint {
-            let ok = self.write_checkpoint(stream, group, n, has_meta).await;
+    /// Writes `fx`, then whatever the group wants written after it (written parks may let a
+    /// checkpoint through), in a loop. After a failed write it stops: what failed is asked for
+    /// again at the next tick, so a store that refuses writes (read-only after a storage
+    /// failure) is not retried in a busy loop.
+    async fn write_effects(&self, mut fx: Effects) {
+        loop {
+            let (stream, group) = (fx.key.0.as_str(), fx.key.1.as_str());
+            let mut failed = false;
+            for p in std::mem::take(&mut fx.parks) {
+                let ok = self.write_park(stream, group, &p).await;
+                failed |= !ok;
+                self.with_group(&fx.key, fx.generation, |g| g.core.on_parked(p.message.id, ok));
+            }
+            if let Some((n, has_meta)) = fx.checkpoint {
+                let ok = self.write_checkpoint(stream, group, n, has_meta).await;
+                failed |= !ok;
+                let now = self.now();
+                self.with_group(&fx.key, fx.generation, |g| {
+                    g.core.on_checkpoint(n, ok, now);
+                    g.checkpoint_meta |= ok;
+                });
+            }
+            if failed {
+                return;
+            }
             let now = self.now();
-            self.with_group(&fx.key, fx.generation, |g| {
-                g.core.on_checkpoint(n, ok, now);
-                g.checkpoint_meta |= ok;
-            });
-        }
-        // Written parks may let a checkpoint through.
-        let now = self.now();
-        let more = self.with_group(&fx.key, fx.generation, |e| effects_of(&fx.key, e, now, false));
-        if let Some(more) = more {
-            if !more.parks.is_empty() || more.checkpoint.is_some() {
-                Box::pin(self.write_effects(more)).await;
+            match self.with_group(&fx.key, fx.generation, |e| effects_of(&fx.key, e, now, false)) {
+                Some(more) if !more.parks.is_empty() || more.checkpoint.is_some() => fx = more,
+                _ => return,
             }
         }
     }
