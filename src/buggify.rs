@@ -79,11 +79,25 @@ pub enum Bug {
     /// A certificate reload puts the new set in force for the HTTP API and accepted node
     /// connections but keeps dialling other nodes with the old certificate.
     ReloadKeepsPeerClient,
+    /// A persistent subscription drops a message it should retry (after a nack with Retry, a
+    /// time-out or a lapsed consumer) as if it had been handled.
+    SubRetryDrops,
+    /// A persistent subscription parks a message only after `maxRetryCount + 1` retries, one
+    /// delivery more than allowed.
+    SubRetryCountOffByOne,
+    /// `replayParked` truncates the parked stream without delivering its messages again.
+    SubReplayDrops,
+    /// A persistent subscription's checkpoint is the last event read, whether or not every
+    /// message below it is done.
+    SubCheckpointAhead,
+    /// Pinned gives a stream's messages to the consumer its bucket falls to, even while another
+    /// consumer still holds messages of that stream.
+    SubPinnedIgnoresHolder,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 21] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -100,6 +114,11 @@ impl Bug {
         Bug::SwitchWithoutValidation,
         Bug::PeerTrustsAnyClient,
         Bug::ReloadKeepsPeerClient,
+        Bug::SubRetryDrops,
+        Bug::SubRetryCountOffByOne,
+        Bug::SubReplayDrops,
+        Bug::SubCheckpointAhead,
+        Bug::SubPinnedIgnoresHolder,
     ];
 
     /// The switch's command-line name.
@@ -121,6 +140,11 @@ impl Bug {
             Bug::SwitchWithoutValidation => "switch-without-validation",
             Bug::PeerTrustsAnyClient => "peer-trusts-any-client",
             Bug::ReloadKeepsPeerClient => "reload-keeps-peer-client",
+            Bug::SubRetryDrops => "sub-retry-drops",
+            Bug::SubRetryCountOffByOne => "sub-retry-count-off-by-one",
+            Bug::SubReplayDrops => "sub-replay-drops",
+            Bug::SubCheckpointAhead => "sub-checkpoint-ahead",
+            Bug::SubPinnedIgnoresHolder => "sub-pinned-ignores-holder",
         }
     }
 

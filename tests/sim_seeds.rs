@@ -2,7 +2,8 @@
 //! corpus (`corpus/seeds.txt`), a quick campaign of fresh seeds, a few seeds on three independent
 //! node hosts, and the cluster corpus plus a few fresh seeds on a cluster of three
 //! (`ANNAL_SIM_CLUSTER_SEEDS=N` fresh ones, default 3), and a few seeds of each maintenance
-//! scenario, backups and redactions (`ANNAL_SIM_MAINTENANCE_SEEDS=N`, default 4), through the
+//! scenario, backups and redactions, and of the persistent subscription scenario
+//! (`ANNAL_SIM_MAINTENANCE_SEEDS=N`, default 4), through the
 //! simulator in `sim/` (annal-sim, a dev-dependency), and prints
 //! `N seeds passed` (past the test harness's capture). Sized for debug builds on 2 cores: about
 //! 40 s of seeds in debug, 3 s in release.
@@ -41,6 +42,8 @@ fn corpus_and_a_quick_campaign_pass() {
     show(&backups.line("simulator: backups restored and checked", maint.len()));
     let redactions = run_and_report(&maint, |s| Options::with_scenario(s, Scenario::Redact));
     show(&redactions.line("simulator: redactions with crashes at every step", maint.len()));
+    let subs = run_and_report(&maint, |s| Options::with_scenario(s, Scenario::Subs));
+    show(&subs.line("simulator: persistent subscription consumers", maint.len()));
     let failed: Vec<u64> = single
         .failed
         .iter()
@@ -48,13 +51,15 @@ fn corpus_and_a_quick_campaign_pass() {
         .chain(&cluster.failed)
         .chain(&backups.failed)
         .chain(&redactions.failed)
+        .chain(&subs.failed)
         .map(|r| r.options.seed)
         .collect();
     assert!(
         failed.is_empty(),
         "failing seeds: {failed:?} (each printed its report and replay command above)"
     );
-    let passed = single.passed + multi.passed + cluster.passed + backups.passed + redactions.passed;
+    let passed =
+        single.passed + multi.passed + cluster.passed + backups.passed + redactions.passed + subs.passed;
     assert!(passed > 0, "no seed ran conclusively");
     show(&format!("{passed} seeds passed"));
 }

@@ -2,8 +2,9 @@
 //! the determinism canary.
 //!
 //! `corpus/seeds.txt` holds one line per seed that ever failed on the real code
-//! (`seed <N> <what it found>`, or `seed <N> cluster <K> <what it found>` for a seed of a cluster
-//! of K members); campaigns replay those of their kind first. `corpus/bugs.txt` holds, per
+//! (`seed <N> <what it found>`, `seed <N> cluster <K> <what it found>` for a seed of a cluster
+//! of K members, `seed <N> scenario <name> <what it found>` for a seed of another scenario);
+//! campaigns replay those of their kind first. `corpus/bugs.txt` holds, per
 //! test-only bug switch, a seed that finds it (`bug <name> seed <N> [cluster <K> | scenario
 //! <name>] <which invariant>`). Both are compiled in, so the test campaign needs no file access.
 //!
@@ -51,8 +52,9 @@ fn cluster_prefix(text: &str) -> (Option<usize>, String) {
     (None, text.to_owned())
 }
 
-/// Seeds of the corpus, with their cluster size (`None`: a single node) and what each found.
-pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
+/// Seeds of the corpus, with their cluster size (`None`: a single node), the scenario they
+/// failed in (`None`: the default one) and what each found.
+fn corpus_lines() -> Vec<(u64, Option<usize>, Option<Scenario>, String)> {
     CORPUS
         .lines()
         .map(str::trim)
@@ -61,9 +63,28 @@ pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
             let rest = l.strip_prefix("seed ")?;
             let (n, what) = rest.split_once(' ').unwrap_or((rest, ""));
             let (cluster, what) = cluster_prefix(what);
-            Some((n.parse().ok()?, cluster, what))
+            let (scenario, what) = scenario_prefix(&what);
+            Some((n.parse().ok()?, cluster, scenario, what))
         })
         .collect()
+}
+
+/// Seeds of the corpus found in the default scenario, with their cluster size (`None`: a single
+/// node) and what each found.
+pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
+    corpus_lines().into_iter().filter(|(_, _, s, _)| s.is_none()).map(|(n, c, _, w)| (n, c, w)).collect()
+}
+
+/// The seeds `range`, after the corpus seeds found in `scenario` (`seed <N> scenario <name> …`;
+/// for the default scenario, [`with_corpus_of`] a single node's), each once.
+pub fn with_scenario_corpus(scenario: Scenario, range: Range<u64>) -> Vec<u64> {
+    if scenario == Scenario::Faults {
+        return with_corpus(range);
+    }
+    let mut v: Vec<u64> =
+        corpus_lines().into_iter().filter(|(_, _, s, _)| *s == Some(scenario)).map(|(n, ..)| n).collect();
+    v.extend(range.filter(|s| !v.contains(s)).collect::<Vec<_>>());
+    v
 }
 
 /// Splits `scenario <name> rest` into `(Some(scenario), rest)`; anything else is `(None, text)`.

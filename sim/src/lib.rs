@@ -25,10 +25,15 @@
 //! single-node run backups by the tool's copy logic, each restored into a fresh node and checked,
 //! or redactions with every crash state of the switch opened and read ([`maintenance`]).
 //!
+//! The persistent subscription scenario ([`Scenario::Subs`], one node or a cluster) adds a
+//! producer and competing HTTP consumers of one group that ack, nack with every action, time out
+//! and vanish, checked by [`checker::subscriptions`] ([`subs`]).
+//!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
-//! between cluster members), [`maintenance`] (the backup copier and the redactions), [`shared`] (trace and
+//! between cluster members), [`maintenance`] (the backup copier and the redactions), [`subs`] (the subscription
+//! scenario's producer, consumers and observations), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
 pub mod campaign;
@@ -42,6 +47,7 @@ pub mod rig;
 pub mod rollover;
 pub mod scenario;
 pub mod shared;
+pub mod subs;
 pub mod workload;
 
 pub use scenario::{run, Options, RunResult, Scenario};

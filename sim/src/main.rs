@@ -9,10 +9,11 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
-//!          --scenario faults|backup|redact|certs (backup, redact: one node; backups by the
+//!          --scenario faults|backup|redact|certs|subs (backup, redact: one node; backups by the
 //!          copy tool, each restored and checked, or redactions with a crash at every step of the
 //!          switch; certs: a TLS cluster, of three unless --cluster says otherwise, whose
-//!          certificates are rolled under load and after healing)
+//!          certificates are rolled under load and after healing; subs: one node or a cluster,
+//!          competing consumers of a persistent subscription group)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -73,7 +74,7 @@ fn parse() -> Result<Args, String> {
             "--scenario" => {
                 let v = val(i)?;
                 a.base.scenario = Scenario::parse(&v)
-                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact, certs"))?;
+                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact, certs, subs"))?;
             }
             "--bug" => {
                 let v = val(i)?;
@@ -106,14 +107,17 @@ fn parse() -> Result<Args, String> {
             let c = Options::cluster(a.base.seed, 3);
             (a.base.nodes, a.base.cluster, a.base.duration) = (3, true, c.duration);
         }
-    } else if a.base.scenario != Scenario::Faults && (a.base.cluster || a.base.nodes != 1) {
+    } else if !a.base.scenario.clusters() && (a.base.cluster || a.base.nodes != 1) {
         return Err(format!("--scenario {} runs one node (no --nodes or --cluster)", a.base.scenario.name()));
+    }
+    if a.base.scenario == Scenario::Subs && a.base.nodes != 1 && !a.base.cluster {
+        return Err("--scenario subs runs one node or a cluster (--cluster N), not --nodes".into());
     }
     Ok(a)
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)
@@ -173,7 +177,10 @@ fn main() -> ExitCode {
         }
         "swarm" => {
             let kind = a.base.cluster.then_some(a.base.nodes);
-            let seeds = campaign::with_corpus_of(kind, a.seeds.0..a.seeds.1);
+            let seeds = match a.base.scenario {
+                Scenario::Faults => campaign::with_corpus_of(kind, a.seeds.0..a.seeds.1),
+                other => campaign::with_scenario_corpus(other, a.seeds.0..a.seeds.1),
+            };
             let s = campaign::swarm(&seeds, a.jobs, opts, |r| {
                 if !r.passed() {
                     println!("{}", r.report());

@@ -91,11 +91,15 @@ pub enum Scenario {
     /// A TLS cluster whose certificates are rolled under load and again after healing, with bad
     /// reloads and an intruder ([`crate::rollover`]; a cluster of three).
     Certs,
+    /// Competing consumers of a persistent subscription group that ack, nack, time out and
+    /// vanish ([`crate::subs`], [`crate::checker::subscriptions`]); one node or a cluster.
+    Subs,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 4] = [Scenario::Faults, Scenario::Backup, Scenario::Redact, Scenario::Certs];
+    pub const ALL: [Scenario; 5] =
+        [Scenario::Faults, Scenario::Backup, Scenario::Redact, Scenario::Certs, Scenario::Subs];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -104,6 +108,7 @@ impl Scenario {
             Scenario::Backup => "backup",
             Scenario::Redact => "redact",
             Scenario::Certs => "certs",
+            Scenario::Subs => "subs",
         }
     }
 
@@ -116,6 +121,12 @@ impl Scenario {
     /// fault kinds that destroy committed data).
     pub fn keeps_data(self) -> bool {
         self != Scenario::Faults
+    }
+
+    /// Whether the scenario runs on one node or, with `--cluster`, on a cluster (backup and
+    /// redact run one node; certs always runs a cluster).
+    pub fn clusters(self) -> bool {
+        matches!(self, Scenario::Faults | Scenario::Subs)
     }
 }
 
@@ -338,6 +349,7 @@ pub fn run(opts: &Options) -> RunResult {
     }
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
+    let subs = (opts.scenario == Scenario::Subs).then(|| crate::subs::start(&mut sim, &rigs, opts.duration));
     let mut redactions = Vec::new();
     let mut redactor = ChaCha8Rng::seed_from_u64(seed ^ 0x4ed4_0000_0000_000a);
 
@@ -518,6 +530,9 @@ pub fn run(opts: &Options) -> RunResult {
         for r in &rigs {
             r.drain_disk_log(now);
         }
+        if let Some(rec) = &subs {
+            crate::subs::observe(&rigs, rec, sim.elapsed().as_micros() as u64);
+        }
         if opts.cluster {
             let at_now = sim.elapsed().as_micros() as u64;
             for k in watch.observe(&rigs, at_now) {
@@ -543,6 +558,7 @@ pub fn run(opts: &Options) -> RunResult {
             }
         }
     }
+    let subs_stream = subs.as_ref().and_then(|_| crate::subs::final_stream(&rigs));
     let mut logs = Vec::new();
     if opts.cluster && failures.is_empty() && crate::panics::seen() == 0 {
         // Let followers catch up with the leader (bounded), then read every member's committed log.
@@ -642,6 +658,20 @@ pub fn run(opts: &Options) -> RunResult {
             check_steps += report.steps;
         }
     });
+    if let Some(rec) = &subs {
+        let restarts: Vec<u64> = rigs[0]
+            .shared
+            .history
+            .borrow()
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, crate::history::OpKind::Restart))
+            .map(|o| o.invoke)
+            .collect();
+        let report = crate::checker::subscriptions::check(&rec.borrow(), subs_stream.as_deref(), &restarts);
+        trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
+        failures.extend(report.failures);
+    }
     {
         // The maintenance scenarios' own checks, on node 0 (their runs have one node).
         let r = &rigs[0];

@@ -10,7 +10,7 @@
 //! `cargo test --features sim` runs a smaller campaign of other seeds (`tests/sim_seeds.rs`).
 
 use annal::buggify::Bug;
-use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus};
+use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus, with_scenario_corpus};
 use annal_sim::{Options, Scenario};
 
 #[test]
@@ -84,6 +84,32 @@ fn certificate_rollover_scenario() {
     let summary = r.trace.iter().find(|l| l.contains("bad reloads refused")).cloned().unwrap_or_default();
     assert!(rolled && !summary.contains(" 0 reloads") && !summary.contains(" 0 bad"), "{summary}");
     meta(&Options::with_scenario(3, Scenario::Certs)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The persistent subscription scenario: its corpus and fresh seeds on one node, a few on a
+/// cluster of three; the consumers get messages and answer them; a seed replays exactly.
+#[test]
+fn subscriptions_scenario() {
+    let seeds = with_scenario_corpus(Scenario::Subs, 0..20);
+    let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Subs));
+    show(&s.line("scenario subs", seeds.len()));
+    let cluster: Vec<u64> = (0..4).collect();
+    let c =
+        run_and_report(&cluster, |seed| Options { scenario: Scenario::Subs, ..Options::cluster(seed, 3) });
+    show(&c.line("scenario subs, clusters of three", cluster.len()));
+    let failed: Vec<u64> = s.failed.iter().chain(&c.failed).map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "scenario subs: failing seeds: {failed:?}");
+    let r = annal_sim::run(&Options::with_scenario(2, Scenario::Subs));
+    let line = r.trace.iter().find(|l| l.contains(" subscriptions (")).cloned().unwrap_or_default();
+    let count = |what: &str| -> u64 {
+        line.split(", ")
+            .find_map(|p| {
+                p.strip_suffix(what).and_then(|n| n.rsplit(' ').next()).and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    assert!(count(" deliveries") > 50 && count(" parked links") > 0 && count(" checkpoints") > 0, "{line}");
+    meta(&Options::with_scenario(3, Scenario::Subs)).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

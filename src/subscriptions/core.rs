@@ -410,7 +410,9 @@ impl Group {
         let allowed = |m: &Message, holders: &HashMap<u64, (String, usize)>| match strategy {
             Strategy::RoundRobin | Strategy::DispatchToSingle => true,
             Strategy::Pinned => {
-                (m.bucket % live) as usize == me && holders.get(&m.bucket).is_none_or(|(h, _)| h == name)
+                (m.bucket % live) as usize == me
+                    && (holders.get(&m.bucket).is_none_or(|(h, _)| h == name)
+                        || crate::buggify::bug(crate::buggify::Bug::SubPinnedIgnoresHolder))
             }
         };
         let mut out = Vec::new();
@@ -526,7 +528,12 @@ impl Group {
     }
 
     fn retry_or_park(&mut self, mut m: Message) {
-        if m.retries >= self.settings.max_retry_count {
+        if crate::buggify::bug(crate::buggify::Bug::SubRetryDrops) {
+            self.done_number(&m);
+            return;
+        }
+        let off_by_one = u32::from(crate::buggify::bug(crate::buggify::Bug::SubRetryCountOffByOne));
+        if m.retries >= self.settings.max_retry_count.saturating_add(off_by_one) {
             let reason = format!("Reached retry count of {}", self.settings.max_retry_count);
             self.park(m, reason);
         } else {
@@ -604,6 +611,9 @@ impl Group {
 
     /// Adds replayed parked messages to the retry list (ids already held are left out).
     pub fn add_replayed(&mut self, msgs: Vec<Message>) {
+        if crate::buggify::bug(crate::buggify::Bug::SubReplayDrops) {
+            return;
+        }
         for m in msgs {
             let held = self.in_flight.contains_key(&m.id)
                 || self.parking.contains_key(&m.id)
@@ -624,6 +634,9 @@ impl Group {
 
     /// The highest event number below which every message is done.
     pub fn checkpoint_candidate(&self) -> i64 {
+        if crate::buggify::bug(crate::buggify::Bug::SubCheckpointAhead) {
+            return self.next_read - 1;
+        }
         match self.pending.keys().next() {
             Some(low) => low - 1,
             None => self.next_read - 1,

@@ -29,6 +29,13 @@
 //! - [`redaction`]: after a crash at any step of a redaction the chunk is the old or the new one,
 //!   every other event reads unchanged, and only the exact redaction is switched in.
 //!
+//! The persistent subscription scenario adds:
+//!
+//! - [`subscriptions`]: every message is acknowledged, skipped or parked by the end; no more
+//!   than `maxRetryCount + 1` deliveries per incarnation; parked messages come back on
+//!   `replayParked`; the checkpoint never passes a message that is not done; Pinned never gives
+//!   one stream to two consumers at once.
+//!
 //! [`reopen`] (opening a database held as files in a fresh node) is not an invariant, nor is
 //! [`stream_model`]: it is the model of one stream that the linearizability
 //! search runs on.
@@ -54,6 +61,7 @@ pub mod published;
 pub mod redaction;
 pub mod reopen;
 pub mod stream_model;
+pub mod subscriptions;
 
 use crate::history::History;
 
