@@ -108,8 +108,8 @@ pub struct Delivery {
     pub recv: u64,
 }
 
-/// How a consumer answered a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a consumer answered a message (in the order a consumer sends its answers to one page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Answer {
     /// `ack`.
     Ack,
@@ -324,7 +324,6 @@ fn page_ids(body: &[u8]) -> Option<Vec<Id>> {
     Some(out)
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn consumer(
     k: usize,
     seed: u64,
@@ -414,7 +413,7 @@ async fn consumer(
             tokio::time::sleep(Duration::from_millis(rng.gen_range(20..150))).await;
             continue;
         }
-        let mut by: BTreeMap<&'static str, Vec<Id>> = BTreeMap::new();
+        let mut by: BTreeMap<Answer, Vec<Id>> = BTreeMap::new();
         for id in &ids {
             let what = if draining {
                 Some(Answer::Ack)
@@ -429,18 +428,12 @@ async fn consumer(
                 }
             };
             if let Some(w) = what {
-                by.entry(w.action()).or_default().push(*id);
+                by.entry(w).or_default().push(*id);
             }
         }
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..60))).await;
-        for (action, ids) in by {
-            let what = match action {
-                "Ack" => Answer::Ack,
-                "Park" => Answer::Park,
-                "Retry" => Answer::Retry,
-                "Skip" => Answer::Skip,
-                _ => Answer::Stop,
-            };
+        for (what, ids) in by {
+            let action = what.action();
             let list =
                 ids.iter().map(|i| uuid::Uuid::from_bytes(*i).to_string()).collect::<Vec<_>>().join(",");
             let path = match what {
