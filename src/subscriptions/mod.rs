@@ -572,27 +572,51 @@ impl Subscriptions {
         settings: Settings,
         user: &str,
     ) -> Result<(), SubError> {
-        Self::validate_names(stream, group)?;
-        let _cfg = self.config.lock().await;
-        self.check_running()?;
-        let key = (stream.to_owned(), group.to_owned());
-        if lock(&self.inner).groups.contains_key(&key) {
-            return Err(SubError::Exists);
-        }
-        let last = self.stream_last(stream, &settings).await?;
+        let (_cfg, key, _, last) = self.open_definition(stream, group, &settings, false).await?;
         let parked_meta = format!(r#"{{"$acl":{ADMIN_ACL}}}"#).into_bytes();
         let ev = self.event("$metadata", parked_meta, Vec::new(), true);
         self.store.append_async(&format!("$${}", parked_stream(stream, group)), ANY, vec![ev]).await?;
-        let s = settings.clone();
-        let k = key.clone();
-        self.write_config(user, move |d| {
-            d.insert(k, s);
-        })
-        .await?;
+        self.define(user, &key, &settings).await?;
         // A checkpoint left by an earlier group of the same name (deleted streams read as none).
         let checkpoint = self.read_checkpoint(stream, group).await?;
         self.install(key, settings, checkpoint, last);
         Ok(())
+    }
+
+    /// The opening step of [`Subscriptions::create`] and [`Subscriptions::update`]: checks the
+    /// names, takes the definitions lock (held until the returned guard drops), checks that the
+    /// service runs and that the group exists (`must_exist`: an update) or does not (a create),
+    /// and checks `startFrom` against the stream. Returns the guard, the group's key, its
+    /// current checkpoint (an update's; none for a create) and the stream's last event number.
+    async fn open_definition(
+        &self,
+        stream: &str,
+        group: &str,
+        settings: &Settings,
+        must_exist: bool,
+    ) -> Result<(tokio::sync::MutexGuard<'_, ()>, Key, Option<i64>, i64), SubError> {
+        Self::validate_names(stream, group)?;
+        let guard = self.config.lock().await;
+        self.check_running()?;
+        let key = (stream.to_owned(), group.to_owned());
+        let checkpoint = match (lock(&self.inner).groups.get(&key), must_exist) {
+            (None, true) => return Err(SubError::NotFound),
+            (Some(_), false) => return Err(SubError::Exists),
+            (None, false) => None,
+            (Some(e), true) => Some(e.core.checkpoint()).filter(|c| *c >= 0),
+        };
+        let last = self.stream_last(stream, settings).await?;
+        Ok((guard, key, checkpoint, last))
+    }
+
+    /// Writes the definitions with the group `key` defined by `settings` (a new group, or new
+    /// settings of one).
+    async fn define(&self, user: &str, key: &Key, settings: &Settings) -> Result<(), SubError> {
+        let (k, s) = (key.clone(), settings.clone());
+        self.write_config(user, move |d| {
+            d.insert(k, s);
+        })
+        .await
     }
 
     async fn read_checkpoint(&self, stream: &str, group: &str) -> Result<Option<i64>, SubError> {
@@ -621,21 +645,8 @@ impl Subscriptions {
         settings: Settings,
         user: &str,
     ) -> Result<(), SubError> {
-        Self::validate_names(stream, group)?;
-        let _cfg = self.config.lock().await;
-        self.check_running()?;
-        let key = (stream.to_owned(), group.to_owned());
-        let checkpoint = match lock(&self.inner).groups.get(&key) {
-            None => return Err(SubError::NotFound),
-            Some(e) => Some(e.core.checkpoint()).filter(|c| *c >= 0),
-        };
-        let last = self.stream_last(stream, &settings).await?;
-        let s = settings.clone();
-        let k = key.clone();
-        self.write_config(user, move |d| {
-            d.insert(k, s);
-        })
-        .await?;
+        let (_cfg, key, checkpoint, last) = self.open_definition(stream, group, &settings, true).await?;
+        self.define(user, &key, &settings).await?;
         self.install(key, settings, checkpoint, last);
         Ok(())
     }
