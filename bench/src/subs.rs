@@ -114,6 +114,85 @@ async fn consume(
     Ok(lat)
 }
 
+/// Creates `group` over `stream` (from its start) and runs `consumers` consumers of it, each on
+/// its own connection, until `total` events are acknowledged; returns the take-and-acknowledge
+/// cycle times (µs) of every page. The group's own count of acknowledged events must agree.
+pub(crate) async fn competing(
+    addr: SocketAddr,
+    stream: &str,
+    group: &str,
+    consumers: usize,
+    total: u64,
+) -> Result<Vec<u32>, String> {
+    let mut admin = Client::connect(addr).await?;
+    create(&mut admin, stream, group, r#"{"readBatchSize":100,"bufferSize":1000,"liveBufferSize":1000}"#)
+        .await?;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let each = (0..consumers)
+        .map(|i| consume(addr, stream.to_owned(), group.to_owned(), format!("c{i}"), done.clone(), total));
+    let mut lat = Vec::new();
+    for r in futures_join(each.collect()).await {
+        lat.extend(r?);
+    }
+    // Every event was acknowledged exactly as counted: the group's own figure agrees.
+    let processed = processed(&mut admin, stream, group).await?;
+    if processed != total {
+        return Err(format!("the group counts {processed} acknowledged events, not {total}"));
+    }
+    Ok(lat)
+}
+
+/// Runs every future of `all` to completion on this task, concurrently; their outputs in order.
+async fn futures_join<F: std::future::Future>(all: Vec<F>) -> Vec<F::Output> {
+    let mut all: Vec<std::pin::Pin<Box<F>>> = all.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = all.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in all.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// Creates `group` over `stream` and measures `samples` redeliveries after a nack: take one
+/// message, `nack?action=retry` it, take again (it must be the same message); each sample is the
+/// time from sending the nack to having the message back (µs).
+pub(crate) async fn redeliveries(
+    c: &mut Client,
+    stream: &str,
+    group: &str,
+    samples: usize,
+) -> Result<Vec<u32>, String> {
+    create(c, stream, group, r#"{"messageTimeoutMilliseconds":60000}"#).await?;
+    let path = format!("/subscriptions/{stream}/{group}/1");
+    let mut lat = Vec::new();
+    for _ in 0..samples {
+        let body = take(c, &path).await?;
+        let nack = link(&body, "nack").ok_or("an empty page")?;
+        let t = Instant::now();
+        post(c, &format!("{nack}?action=retry")).await?;
+        let again = take(c, &path).await?;
+        lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        if link(&again, "nack") != Some(nack) {
+            return Err("the nacked message did not come back first".into());
+        }
+        post(c, &link(&again, "ack").ok_or("no ack link")?).await?;
+    }
+    Ok(lat)
+}
+
 /// The group's `totalItemsProcessed`.
 async fn processed(c: &mut Client, stream: &str, group: &str) -> Result<u64, String> {
     let path = format!("/subscriptions/{stream}/{group}/info");
@@ -141,38 +220,9 @@ async fn run(addr: SocketAddr, events: u64) -> Result<(), String> {
     println!("|---|---:|---:|---:|");
     let mut admin = Client::connect(addr).await?;
     for consumers in [1usize, 4] {
-        let group = format!("g{consumers}");
-        create(
-            &mut admin,
-            &stream,
-            &group,
-            r#"{"readBatchSize":100,"bufferSize":1000,"liveBufferSize":1000}"#,
-        )
-        .await?;
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let t = Instant::now();
-        let tasks: Vec<_> = (0..consumers)
-            .map(|i| {
-                tokio::task::spawn_local(consume(
-                    addr,
-                    stream.clone(),
-                    group.clone(),
-                    format!("c{i}"),
-                    done.clone(),
-                    events,
-                ))
-            })
-            .collect();
-        let mut lat = Vec::new();
-        for task in tasks {
-            lat.extend(task.await.map_err(|e| e.to_string())??);
-        }
+        let mut lat = competing(addr, &stream, &format!("g{consumers}"), consumers, events).await?;
         let secs = t.elapsed().as_secs_f64();
-        // Every event was acknowledged exactly as counted: the group's own figure agrees.
-        let processed = processed(&mut admin, &stream, &group).await?;
-        if processed != events {
-            return Err(format!("the group counts {processed} acknowledged events, not {events}"));
-        }
         println!(
             "| {consumers} consumer(s), pages of {PAGE} (embed=body), one ack?ids= per page | {:.0} | {:.2} | {:.2} |",
             events as f64 / secs,
@@ -181,22 +231,7 @@ async fn run(addr: SocketAddr, events: u64) -> Result<(), String> {
         );
     }
     // Redelivery after a nack.
-    let group = "nack";
-    create(&mut admin, &stream, group, r#"{"messageTimeoutMilliseconds":60000}"#).await?;
-    let path = format!("/subscriptions/{stream}/{group}/1");
-    let mut lat = Vec::new();
-    for _ in 0..NACK_SAMPLES {
-        let body = take(&mut admin, &path).await?;
-        let nack = link(&body, "nack").ok_or("an empty page")?;
-        let t = Instant::now();
-        post(&mut admin, &format!("{nack}?action=retry")).await?;
-        let again = take(&mut admin, &path).await?;
-        lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
-        if link(&again, "nack") != Some(nack) {
-            return Err("the nacked message did not come back first".into());
-        }
-        post(&mut admin, &link(&again, "ack").ok_or("no ack link")?).await?;
-    }
+    let mut lat = redeliveries(&mut admin, &stream, "nack", NACK_SAMPLES).await?;
     println!(
         "| redelivery after a nack (nack sent → the same message taken again), {NACK_SAMPLES} samples | - | {:.3} | {:.3} |",
         pct(&mut lat, 0.5),

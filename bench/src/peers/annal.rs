@@ -145,6 +145,30 @@ impl Driver for Annal {
             Ok(Some(Box::new(LongPoll { client, stream: stream.to_owned(), next: 0 }) as Box<dyn Subscriber>))
         })
     }
+    fn competing<'a>(
+        &'a self,
+        stream: &'a str,
+        len: u64,
+        consumers: usize,
+        _page: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        // Pages of 100: the most one poll takes (`annal::subscriptions::POLL_COUNT_MAX`).
+        Box::pin(async move {
+            crate::subs::competing(self.addr, stream, &format!("peers{consumers}"), consumers, len)
+                .await
+                .map(Some)
+        })
+    }
+    fn redelivery<'a>(
+        &'a self,
+        stream: &'a str,
+        samples: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async move {
+            let mut c = Client::connect(self.addr).await?;
+            crate::subs::redeliveries(&mut c, stream, "peers-nack", samples).await.map(Some)
+        })
+    }
     fn stop(&mut self) {
         super::stop_child(&mut self.child);
     }

@@ -21,7 +21,15 @@
 //! 4. reading one 100,000-event stream forward in pages of 100 (1 connection);
 //! 5. a catch-up read of all events in global order, pages of 1,000 (1 connection);
 //! 6. end-to-end latency of a live subscription: one writer appends an event every millisecond,
-//!    a subscriber measures append start → delivery.
+//!    a subscriber measures append start → delivery;
+//! 7. competing consumers: a new consumer group over workload 4's stream, 1 and then 4
+//!    consumers taking pages of 100 and acknowledging each page, until every event is
+//!    acknowledged (Annal: persistent subscriptions, one `ack?ids=` per page; Redis:
+//!    `XREADGROUP` + one `XACK` per page; NATS: a JetStream pull consumer with explicit acks, one
+//!    ack per message as JetStream requires);
+//! 8. redelivery after a negative acknowledgement: take one message, answer it negatively, take
+//!    it again (Annal: `nack?action=retry`; NATS: a `-NAK`; Redis has no nack: the consumer
+//!    claims its pending entry again with `XCLAIM`, min-idle 0).
 //!
 //! Figures: events/s, latency p50/p99 per request, server CPU seconds per million events (from
 //! `/proc/<pid>/stat` of the server and its children), the generator's own CPU seconds per
@@ -93,6 +101,31 @@ pub trait Driver: Send + Sync {
     fn all_read(&self, page: usize) -> BoxFut<'_, Result<Option<Box<dyn Op>>, String>>;
     /// A live subscriber to `stream` from its start; `Ok(None)` when not supported here.
     fn subscribe<'a>(&'a self, stream: &'a str) -> BoxFut<'a, Result<Option<Box<dyn Subscriber>>, String>>;
+    /// Workload 7: a new consumer group over `stream` (`len` events, from its start) with
+    /// `consumers` competing consumers, each on a connection of its own, taking pages of `page`
+    /// messages and acknowledging each page (with one request where the system allows it) until
+    /// all `len` were acknowledged; returns each consumer's take-and-acknowledge cycle times (µs).
+    /// `Ok(None)` when the system has no consumer groups here.
+    fn competing<'a>(
+        &'a self,
+        _stream: &'a str,
+        _len: u64,
+        _consumers: usize,
+        _page: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// Workload 8: one consumer of a new group over `stream` (at least `samples` events) takes
+    /// one message, answers it negatively (the system's way to have it delivered again) and
+    /// takes again, `samples` times; returns the times (µs) from sending the negative answer to
+    /// having the same message back. `Ok(None)` when not supported here.
+    fn redelivery<'a>(
+        &'a self,
+        _stream: &'a str,
+        _samples: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async { Ok(None) })
+    }
     /// The server's own counts of its group commits so far, when it reports them (`None`
     /// otherwise).
     fn commit_counts(&self) -> BoxFut<'_, Option<CommitCounts>> {
@@ -221,7 +254,7 @@ pub struct Outcome {
 }
 
 /// Names of the workload rows, in order.
-pub const WORKLOADS: [&str; 8] = [
+pub const WORKLOADS: [&str; 11] = [
     "1. append 1 event, 1 conn, own stream",
     "1. append 1 event, 16 conns, own streams",
     "1. append 1 event, 64 conns, own streams",
@@ -230,7 +263,19 @@ pub const WORKLOADS: [&str; 8] = [
     "4. read 1 stream forward, pages of 100",
     "5. catch-up read of all events, pages of 1,000",
     "6. subscription latency (append -> delivered)",
+    "7. competing consumers acknowledged, 1 consumer, pages of 100",
+    "7. competing consumers acknowledged, 4 consumers, pages of 100",
+    "8. redelivery after a nack (nack -> same message again)",
 ];
+
+/// Rows whose figure is a latency (lower is better), not events/s: the subscription latency and
+/// the redelivery after a nack.
+fn latency_row(wi: usize) -> bool {
+    wi == 7 || wi == 10
+}
+
+/// Nack round trips measured by workload 8.
+const REDELIVERY_SAMPLES: usize = 2000;
 
 /// Runs the whole comparison.
 pub fn run(args: &Args) {
@@ -396,7 +441,7 @@ fn median_rounds(mut by_round: Vec<Vec<Outcome>>) -> Vec<Outcome> {
             if got.is_empty() {
                 continue;
             }
-            let key = |m: &Measured| if wi == 7 { m.pct_ms(0.5) } else { m.rate() };
+            let key = |m: &Measured| if latency_row(wi) { m.pct_ms(0.5) } else { m.rate() };
             got.sort_by(|a, b| key(&a.0).total_cmp(&key(&b.0)));
             let (median, commits) = got.swap_remove(got.len() / 2);
             if let Some(row) = o.rows.get_mut(wi) {
@@ -544,8 +589,59 @@ async fn workloads(d: &dyn Driver, plan: &Plan, name: &str) -> Vec<Row> {
     }
     let r = subscription(d, plan, &format!("sub{run_id}")).await;
     push(WORKLOADS[7], r.map(|m| (m, None)));
+    // Workloads 7 and 8 consume the stream workload 4 preloaded.
+    for (wi, consumers) in [(8, 1usize), (9, 4)] {
+        let t = Instant::now();
+        let cpu0 = d.cpu_secs();
+        let gen0 = gen::own_cpu_secs();
+        let r = d.competing(&stream, plan.read_len, consumers, 100).await;
+        let m =
+            cycles(r, plan.read_len, t, cpu0, d.cpu_secs(), gen0, "n/a: no consumer groups in this driver");
+        push(WORKLOADS[wi], m.map(|m| (m, None)));
+    }
+    let samples = if plan.smoke { 200 } else { REDELIVERY_SAMPLES };
+    let t = Instant::now();
+    let cpu0 = d.cpu_secs();
+    let gen0 = gen::own_cpu_secs();
+    let r = d.redelivery(&stream, samples).await;
+    let m = cycles(
+        r,
+        samples as u64,
+        t,
+        cpu0,
+        d.cpu_secs(),
+        gen0,
+        "n/a: no negative acknowledgement in this driver",
+    );
+    push(WORKLOADS[10], m.map(|m| (m, None)));
     let _ = name;
     rows
+}
+
+/// A row of workload 7 or 8 from what the driver returned: `events` over the time since `t`,
+/// the cycle latencies, the server's and the generator's CPU over it.
+fn cycles(
+    r: Result<Option<Vec<u32>>, String>,
+    events: u64,
+    t: Instant,
+    cpu0: f64,
+    cpu1: f64,
+    gen0: Option<f64>,
+    unsupported: &str,
+) -> Result<Measured, String> {
+    let secs = t.elapsed().as_secs_f64();
+    let mut lat = r?.ok_or_else(|| unsupported.to_owned())?;
+    lat.sort_unstable();
+    Ok(Measured {
+        events,
+        requests: lat.len() as u64,
+        secs,
+        lat_us: lat,
+        errors: 0,
+        first_error: None,
+        server_cpu_secs: Some(cpu1 - cpu0),
+        gen_cpu_secs: gen0.zip(gen::own_cpu_secs()).map(|(a, b)| (b - a).max(0.0)),
+    })
 }
 
 /// Workload 6: one writer appends an event every millisecond (own stream, expected version), a
@@ -647,7 +743,7 @@ pub fn markdown(
         plan.warmup.as_secs_f64(),
         plan.window.as_secs_f64(),
         if plan.rounds > 1 {
-            format!(" {} rounds over all systems, interleaved; each figure is from the round with the median events/s (workload 6: median p50).", plan.rounds)
+            format!(" {} rounds over all systems, interleaved; each figure is from the round with the median events/s (workloads 6 and 8: median p50).", plan.rounds)
         } else {
             String::new()
         }
@@ -705,7 +801,7 @@ pub fn markdown(
             s.push_str(&line);
         }
     }
-    s.push_str("\nAnnal ratio: Annal's events/s ÷ the peer's (workloads 1–5), the peer's p50 latency ÷ Annal's (workload 6); above 1.0× Annal is ahead.\n");
+    s.push_str("\nAnnal ratio: Annal's events/s ÷ the peer's (workloads 1–5 and 7), the peer's p50 latency ÷ Annal's (workloads 6 and 8); above 1.0× Annal is ahead. Workload 7 counts the events acknowledged (all of workload 4's stream, from its start, per group) over the time to acknowledge them all; its latencies are one take-and-acknowledge cycle of a page. Workload 8's latency is from sending the negative answer to having the same message back.\n");
     // The fsync-bound ceiling of workload 1 at 64 connections: at saturation all 64 waiting
     // appends share one fsync, so the disk alone allows (probe fsyncs/s) × 64 events/s.
     let c64 = annal.and_then(|o| o.rows.get(2)).and_then(|r| r.m.as_ref());
@@ -821,9 +917,10 @@ fn ratio(workload: usize, annal: &Measured, peer: &Measured) -> String {
     format!("{:.2}×", ratio_value(workload, annal, peer).unwrap_or(0.0))
 }
 
-/// Annal's events/s ÷ the peer's (workload 6: the peer's p50 ÷ Annal's); `None` when undefined.
+/// Annal's events/s ÷ the peer's (workloads 6 and 8: the peer's p50 ÷ Annal's); `None` when
+/// undefined.
 fn ratio_value(workload: usize, annal: &Measured, peer: &Measured) -> Option<f64> {
-    if workload == 7 {
+    if latency_row(workload) {
         let (a, p) = (annal.pct_ms(0.5), peer.pct_ms(0.5));
         (a > 0.0).then(|| p / a)
     } else {

@@ -6,7 +6,9 @@
 //!
 //! Expected versions use `Nats-Expected-Last-Subject-Sequence`; a batch of 100 is 100
 //! asynchronous publishes whose acks are awaited together (not atomic, no expected version).
-//! Reads use ordered consumers.
+//! Reads use ordered consumers. Consumer groups are durable pull consumers with explicit acks
+//! (one ack per message, as JetStream requires; the page's acks are flushed together); a
+//! redelivery is a `-NAK` and the next fetch.
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -191,7 +193,136 @@ impl Subscriber for Sub {
     }
 }
 
+/// A durable pull consumer `name` of the stream's subject `ev.{stream}`, from its start, with
+/// explicit acks and at most `max_ack_pending` messages delivered and not yet acknowledged.
+async fn create_group(url: &str, stream: &str, name: &str, max_ack_pending: i64) -> Result<(), String> {
+    let js = context(url).await?;
+    let s = js.get_stream(STREAM).await.map_err(|e| e.to_string())?;
+    s.create_consumer(consumer::pull::Config {
+        durable_name: Some(name.into()),
+        filter_subject: format!("ev.{stream}"),
+        deliver_policy: consumer::DeliverPolicy::All,
+        ack_policy: consumer::AckPolicy::Explicit,
+        max_ack_pending,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("create consumer {name}: {e}"))?;
+    Ok(())
+}
+
+/// The durable pull consumer `name`, over a connection of its own.
+async fn bind(url: &str, name: &str) -> Result<(async_nats::Client, consumer::PullConsumer), String> {
+    let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
+    let js = jetstream::new(client.clone());
+    let s = js.get_stream(STREAM).await.map_err(|e| e.to_string())?;
+    let c = s.get_consumer(name).await.map_err(|e| format!("get consumer {name}: {e}"))?;
+    Ok((client, c))
+}
+
+/// One competing consumer: fetches pages of `page` and acknowledges every message (explicit
+/// acks are per message), until `done` reaches `len`; returns its cycle times (µs).
+async fn consume(
+    url: &str,
+    name: &str,
+    page: usize,
+    done: &std::sync::atomic::AtomicU64,
+    len: u64,
+) -> Result<Vec<u32>, String> {
+    use std::sync::atomic::Ordering;
+    let (client, c) = bind(url, name).await?;
+    let mut lat = Vec::new();
+    while done.load(Ordering::Relaxed) < len {
+        let t = std::time::Instant::now();
+        let mut batch = c.fetch().max_messages(page).messages().await.map_err(|e| e.to_string())?;
+        let mut n = 0u64;
+        while let Some(m) = batch.next().await {
+            let m = m.map_err(|e| e.to_string())?;
+            m.ack().await.map_err(|e| e.to_string())?;
+            n += 1;
+        }
+        if n == 0 {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        client.flush().await.map_err(|e| e.to_string())?;
+        lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        done.fetch_add(n, Ordering::Relaxed);
+    }
+    Ok(lat)
+}
+
 impl Driver for Nats {
+    fn competing<'a>(
+        &'a self,
+        stream: &'a str,
+        len: u64,
+        consumers: usize,
+        page: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async move {
+            let name = format!("peers{consumers}");
+            create_group(&self.url, stream, &name, 100_000).await?;
+            let done = std::sync::atomic::AtomicU64::new(0);
+            let each = (0..consumers).map(|_| consume(&self.url, &name, page, &done, len));
+            let mut lat = Vec::new();
+            for r in futures_util::future::join_all(each).await {
+                lat.extend(r?);
+            }
+            // Acks are published without a reply: done when the server holds none pending.
+            let (_client, mut c) = bind(&self.url, &name).await?;
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let info = c.info().await.map_err(|e| e.to_string())?;
+                if info.num_ack_pending == 0 && info.num_pending == 0 {
+                    break;
+                }
+                if std::time::Instant::now() > until {
+                    return Err(format!(
+                        "{} messages still unacknowledged and {} undelivered after 10 s",
+                        info.num_ack_pending, info.num_pending
+                    ));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            Ok(Some(lat))
+        })
+    }
+    fn redelivery<'a>(
+        &'a self,
+        stream: &'a str,
+        samples: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async move {
+            let name = "peers-nack";
+            // One message outstanding at most: after the -NAK no new message can overtake the
+            // nacked one, which JetStream redelivers before new ones.
+            create_group(&self.url, stream, name, 1).await?;
+            let (_client, c) = bind(&self.url, name).await?;
+            let one = || async {
+                loop {
+                    let mut batch = c.fetch().max_messages(1).messages().await.map_err(|e| e.to_string())?;
+                    if let Some(m) = batch.next().await {
+                        return m.map_err(|e| e.to_string());
+                    }
+                }
+            };
+            let mut lat = Vec::new();
+            for _ in 0..samples {
+                let m = one().await?;
+                let seq = m.info().map_err(|e| e.to_string())?.stream_sequence;
+                let t = std::time::Instant::now();
+                m.ack_with(jetstream::AckKind::Nak(None)).await.map_err(|e| e.to_string())?;
+                let again = one().await?;
+                lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                if again.info().map_err(|e| e.to_string())?.stream_sequence != seq {
+                    return Err("the nacked message did not come back first".into());
+                }
+                again.ack().await.map_err(|e| e.to_string())?;
+            }
+            Ok(Some(lat))
+        })
+    }
     fn server_pid(&self) -> u32 {
         self.child.id()
     }

@@ -1,7 +1,9 @@
 //! Redis Streams (Debian's `redis-server`), durable: `appendonly yes`, `appendfsync always`.
 //! One XADD per event; no expected-version check exists (XADD with `*` ids), so the table says
 //! "no optimistic concurrency". Batches of 100 are one MULTI/EXEC (one fsync). Redis has no
-//! order across streams, so the catch-up row is n/a.
+//! order across streams, so the catch-up row is n/a. Consumer groups: `XREADGROUP` pages and
+//! one `XACK` per page; Redis Streams have no negative acknowledgement, so a redelivery is the
+//! consumer claiming its pending entry again (`XCLAIM`, min-idle 0).
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -158,7 +160,169 @@ impl Subscriber for Xread {
     }
 }
 
+/// The ids of a list of entries (`[[id, fields]…]`: an `XCLAIM` reply, or the entries of one
+/// stream in an `XREADGROUP` reply).
+fn ids(entries: &[Value]) -> Vec<Vec<u8>> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            Value::Array(f) => match f.first() {
+                Some(Value::BulkString(id)) => Some(id.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The entry ids of an `XREADGROUP` reply of one stream (`[[stream, entries]]`, nil when empty).
+fn read_ids(v: &Value) -> Vec<Vec<u8>> {
+    match v {
+        Value::Array(streams) => match streams.first() {
+            Some(Value::Array(kv)) => match kv.get(1) {
+                Some(Value::Array(entries)) => ids(entries),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The entry ids of an `XCLAIM` reply.
+fn claim_ids(v: &Value) -> Vec<Vec<u8>> {
+    match v {
+        Value::Array(entries) => ids(entries),
+        _ => Vec::new(),
+    }
+}
+
+async fn create_group(conn: &mut MultiplexedConnection, stream: &str, group: &str) -> Result<(), String> {
+    let _: Value = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(group)
+        .arg("0")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("XGROUP CREATE: {e}"))?;
+    Ok(())
+}
+
+/// One competing consumer: `XREADGROUP … >` pages and one `XACK` per page, until the group has
+/// nothing new left; returns its cycle times (µs) and the entries its XACKs acknowledged.
+async fn consume(
+    url: &str,
+    stream: &str,
+    group: &str,
+    name: String,
+    page: usize,
+) -> Result<(Vec<u32>, u64), String> {
+    let mut conn = connect(url).await?;
+    let (mut lat, mut acked) = (Vec::new(), 0u64);
+    loop {
+        let t = std::time::Instant::now();
+        let v: Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(group)
+            .arg(&name)
+            .arg("COUNT")
+            .arg(page)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| format!("XREADGROUP: {e}"))?;
+        let ids = read_ids(&v);
+        if ids.is_empty() {
+            return Ok((lat, acked));
+        }
+        let mut ack = redis::cmd("XACK");
+        ack.arg(stream).arg(group);
+        for id in &ids {
+            ack.arg(&id[..]);
+        }
+        let n: u64 = ack.query_async(&mut conn).await.map_err(|e| format!("XACK: {e}"))?;
+        acked += n;
+        lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+    }
+}
+
 impl Driver for Redis {
+    fn competing<'a>(
+        &'a self,
+        stream: &'a str,
+        len: u64,
+        consumers: usize,
+        page: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async move {
+            let group = format!("peers{consumers}");
+            create_group(&mut connect(&self.url).await?, stream, &group).await?;
+            let each = (0..consumers).map(|i| consume(&self.url, stream, &group, format!("c{i}"), page));
+            let (mut lat, mut acked) = (Vec::new(), 0);
+            for r in futures_util::future::join_all(each).await {
+                let (l, n) = r?;
+                lat.extend(l);
+                acked += n;
+            }
+            if acked != len {
+                return Err(format!("XACK acknowledged {acked} entries, not {len}"));
+            }
+            Ok(Some(lat))
+        })
+    }
+    fn redelivery<'a>(
+        &'a self,
+        stream: &'a str,
+        samples: usize,
+    ) -> BoxFut<'a, Result<Option<Vec<u32>>, String>> {
+        Box::pin(async move {
+            let group = "peers-nack";
+            let mut conn = connect(&self.url).await?;
+            create_group(&mut conn, stream, group).await?;
+            let mut lat = Vec::new();
+            for _ in 0..samples {
+                let v: Value = redis::cmd("XREADGROUP")
+                    .arg("GROUP")
+                    .arg(group)
+                    .arg("c")
+                    .arg("COUNT")
+                    .arg(1)
+                    .arg("STREAMS")
+                    .arg(stream)
+                    .arg(">")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| format!("XREADGROUP: {e}"))?;
+                let id = read_ids(&v).pop().ok_or("XREADGROUP returned nothing")?;
+                // No nack in Redis Streams: the pending entry is claimed again at once.
+                let t = std::time::Instant::now();
+                let again: Value = redis::cmd("XCLAIM")
+                    .arg(stream)
+                    .arg(group)
+                    .arg("c")
+                    .arg(0)
+                    .arg(&id[..])
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| format!("XCLAIM: {e}"))?;
+                lat.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                if claim_ids(&again).first() != Some(&id) {
+                    return Err("XCLAIM did not return the entry".into());
+                }
+                let _: u64 = redis::cmd("XACK")
+                    .arg(stream)
+                    .arg(group)
+                    .arg(&id[..])
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| format!("XACK: {e}"))?;
+            }
+            Ok(Some(lat))
+        })
+    }
     fn server_pid(&self) -> u32 {
         self.child.id()
     }
