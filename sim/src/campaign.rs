@@ -3,7 +3,8 @@
 //!
 //! `corpus/seeds.txt` holds one line per seed that ever failed on the real code
 //! (`seed <N> <what it found>`, `seed <N> cluster <K> <what it found>` for a seed of a cluster
-//! of K members, `seed <N> scenario <name> <what it found>` for a seed of another scenario);
+//! of K members, `seed <N> [cluster <K>] scenario <name> <what it found>` for a seed of another
+//! scenario);
 //! campaigns replay those of their kind first. `corpus/bugs.txt` holds, per
 //! test-only bug switch, a seed that finds it (`bug <name> seed <N> [cluster <K> | scenario
 //! <name>] <which invariant>`). Both are compiled in, so the test campaign needs no file access.
@@ -75,14 +76,18 @@ pub fn corpus_seeds() -> Vec<(u64, Option<usize>, String)> {
     corpus_lines().into_iter().filter(|(_, _, s, _)| s.is_none()).map(|(n, c, _, w)| (n, c, w)).collect()
 }
 
-/// The seeds `range`, after the corpus seeds found in `scenario` (`seed <N> scenario <name> …`;
-/// for the default scenario, [`with_corpus_of`] a single node's), each once.
-pub fn with_scenario_corpus(scenario: Scenario, range: Range<u64>) -> Vec<u64> {
+/// The seeds `range`, after the corpus seeds found in `scenario` on clusters of `cluster`
+/// members (`None`: on one node) (`seed <N> [cluster <K>] scenario <name> …`; for the default
+/// scenario, [`with_corpus_of`]), each once.
+pub fn with_scenario_corpus(scenario: Scenario, cluster: Option<usize>, range: Range<u64>) -> Vec<u64> {
     if scenario == Scenario::Faults {
-        return with_corpus(range);
+        return with_corpus_of(cluster, range);
     }
-    let mut v: Vec<u64> =
-        corpus_lines().into_iter().filter(|(_, _, s, _)| *s == Some(scenario)).map(|(n, ..)| n).collect();
+    let mut v: Vec<u64> = corpus_lines()
+        .into_iter()
+        .filter(|(_, c, s, _)| *s == Some(scenario) && *c == cluster)
+        .map(|(n, ..)| n)
+        .collect();
     v.extend(range.filter(|s| !v.contains(s)).collect::<Vec<_>>());
     v
 }

@@ -179,7 +179,7 @@ fn main() -> ExitCode {
             let kind = a.base.cluster.then_some(a.base.nodes);
             let seeds = match a.base.scenario {
                 Scenario::Faults => campaign::with_corpus_of(kind, a.seeds.0..a.seeds.1),
-                other => campaign::with_scenario_corpus(other, a.seeds.0..a.seeds.1),
+                other => campaign::with_scenario_corpus(other, kind, a.seeds.0..a.seeds.1),
             };
             let s = campaign::swarm(&seeds, a.jobs, opts, |r| {
                 if !r.passed() {

@@ -90,10 +90,10 @@ fn certificate_rollover_scenario() {
 /// cluster of three; the consumers get messages and answer them; a seed replays exactly.
 #[test]
 fn subscriptions_scenario() {
-    let seeds = with_scenario_corpus(Scenario::Subs, 0..20);
+    let seeds = with_scenario_corpus(Scenario::Subs, None, 0..20);
     let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Subs));
     show(&s.line("scenario subs", seeds.len()));
-    let cluster: Vec<u64> = (0..4).collect();
+    let cluster = with_scenario_corpus(Scenario::Subs, Some(3), 0..4);
     let c =
         run_and_report(&cluster, |seed| Options { scenario: Scenario::Subs, ..Options::cluster(seed, 3) });
     show(&c.line("scenario subs, clusters of three", cluster.len()));
