@@ -12,6 +12,10 @@
 //! such bugs; nothing turns them on except a simulation run that asks for them ([`set_bugs`]).
 //! Without the `sim` feature [`bug`] is the constant `false`.
 //!
+//! [`acknowledged`] tells the simulator, through a hook it installs ([`on_acknowledged`]), each
+//! group of writes a single node acknowledges, so a checker can compare it with what the simulated
+//! disk holds durably at that instant. Without the `sim` feature it does nothing.
+//!
 //! Invariants: the state is per thread (the simulator runs a whole seed on one thread, and several
 //! seeds may run at once on different threads), and a run that did not call [`enable`] or
 //! [`set_bugs`] sees neither buggify sites nor bugs.
@@ -93,11 +97,14 @@ pub enum Bug {
     /// Pinned gives a stream's messages to the consumer its bucket falls to, even while another
     /// consumer still holds messages of that stream.
     SubPinnedIgnoresHolder,
+    /// The commit pipeline's checkpoint stage, after a failed flush of `writer.chk`, still
+    /// acknowledges the groups that waited behind the one it was for.
+    AckAfterFailedCheckpoint,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -119,6 +126,7 @@ impl Bug {
         Bug::SubReplayDrops,
         Bug::SubCheckpointAhead,
         Bug::SubPinnedIgnoresHolder,
+        Bug::AckAfterFailedCheckpoint,
     ];
 
     /// The switch's command-line name.
@@ -145,6 +153,7 @@ impl Bug {
             Bug::SubReplayDrops => "sub-replay-drops",
             Bug::SubCheckpointAhead => "sub-checkpoint-ahead",
             Bug::SubPinnedIgnoresHolder => "sub-pinned-ignores-holder",
+            Bug::AckAfterFailedCheckpoint => "ack-after-failed-checkpoint",
         }
     }
 
@@ -165,6 +174,12 @@ impl Bug {
 pub const fn bug(_b: Bug) -> bool {
     false
 }
+
+/// Reports that a single node acknowledged the group of writes at log positions `start..end`
+/// (nothing without the `sim` feature).
+#[cfg(not(feature = "sim"))]
+#[inline(always)]
+pub fn acknowledged(_start: u64, _end: u64) {}
 
 #[cfg(feature = "sim")]
 pub use self::sim::*;
@@ -190,9 +205,28 @@ mod sim {
         fired: u64,
     }
 
+    /// What the simulator runs for each acknowledged group ([`on_acknowledged`]).
+    pub type AckHook = Box<dyn Fn(u64, u64)>;
+
     thread_local! {
         static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
         static BUGS: Cell<u32> = const { Cell::new(0) };
+        static ACK_HOOK: RefCell<Option<AckHook>> = const { RefCell::new(None) };
+    }
+
+    /// Installs (or, with `None`, removes) this thread's hook for [`acknowledged`].
+    pub fn on_acknowledged(hook: Option<AckHook>) {
+        ACK_HOOK.with(|h| *h.borrow_mut() = hook);
+    }
+
+    /// Reports that a single node acknowledged the group of writes at log positions
+    /// `start..end`: runs this thread's hook, if one is installed.
+    pub fn acknowledged(start: u64, end: u64) {
+        ACK_HOOK.with(|h| {
+            if let Some(f) = &*h.borrow() {
+                f(start, end)
+            }
+        });
     }
 
     /// Enables BUGGIFY on this thread for a run with `seed` (resets the sites).

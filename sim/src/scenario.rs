@@ -36,6 +36,7 @@
 //! last power loss and restart, per host), then the final reads, then the checks. Liveness (the
 //! final reads answered) is required of a host unless its plan destroys committed data.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -307,6 +308,38 @@ fn cuts(seed: u64, nodes: usize, duration: Duration) -> Vec<(u64, Item)> {
         .collect()
 }
 
+/// The hook through which a single node reports each acknowledged group
+/// ([`crate::checker::acks`]): records what a power loss would leave of `writer.chk` and of the
+/// group's bytes at that instant.
+fn ack_hook(rig: &Rig, acks: Rc<RefCell<Vec<crate::checker::acks::Ack>>>) -> annal::buggify::AckHook {
+    let (mem, shared, chunk) = (rig.mem.clone(), rig.shared.clone(), rig.config.chunk_size);
+    let (dir, header) = (rig.config.db.clone(), annal::log::chunk::HEADER_SIZE);
+    Box::new(move |start: u64, end: u64| {
+        let checkpoint = mem
+            .durable_files(&dir.join("writer.chk"))
+            .first()
+            .and_then(|(_, b)| b.get(..8).map(|v| i64::from_le_bytes(v.try_into().unwrap_or_default())));
+        let mut data_durable = Some(true);
+        let mut pos = start;
+        while pos < end && data_durable == Some(true) {
+            let n = pos / chunk;
+            let upto = end.min((n + 1) * chunk);
+            let path = dir.join(annal::log::chunk::file_name(n as u32, 0));
+            data_durable = mem.durable_matches(&path, header + pos - n * chunk, upto - pos);
+            pos = upto;
+        }
+        let at = turmoil::sim_elapsed().map_or(0, |d| d.as_micros() as u64);
+        acks.borrow_mut().push(crate::checker::acks::Ack {
+            at,
+            boot: shared.boots.get(),
+            start,
+            end,
+            checkpoint,
+            data_durable,
+        });
+    })
+}
+
 /// Runs one seed on this thread.
 pub fn run(opts: &Options) -> RunResult {
     let seed = opts.seed;
@@ -334,6 +367,11 @@ pub fn run(opts: &Options) -> RunResult {
         annal::buggify::disable();
     }
     annal::buggify::set_bugs(&opts.bugs);
+    // A single node reports each group it acknowledges: what the disk holds durably then.
+    let acks: Rc<RefCell<Vec<crate::checker::acks::Ack>>> = Rc::default();
+    if hosts == 1 {
+        annal::buggify::on_acknowledged(Some(ack_hook(&rigs[0], acks.clone())));
+    }
 
     let mut sim = sim_builder(opts, seed, rigs[0].base_latency).build();
     for r in &rigs {
@@ -606,6 +644,8 @@ pub fn run(opts: &Options) -> RunResult {
     }
     annal::buggify::disable();
     annal::buggify::set_bugs(&[]);
+    annal::buggify::on_acknowledged(None);
+    failures.extend(crate::checker::acks::check(&acks.borrow()));
     crate::checker::redaction::accept_redacted(&mut rigs[0].shared.history.borrow_mut(), &redactions);
     let (mut inconclusive, mut check_steps) = (Vec::new(), 0);
     let ((), check_wall) = timed(|| {

@@ -219,6 +219,22 @@ impl MemDisk {
             .collect()
     }
 
+    /// Whether bytes `offset..offset + len` of the file at `path` would survive a power loss now
+    /// as they read now: its name is durable and its durable bytes there equal its current ones.
+    /// `None` when no durable name `path` exists. The disk is not changed.
+    pub fn durable_matches(&self, path: &Path, offset: u64, len: u64) -> Option<bool> {
+        let st = lock(&self.state);
+        let id = st.durable_names.get(path)?;
+        let f = lock(&st.files[id]);
+        let range = |v: &Vec<u8>| {
+            let from = (offset as usize).min(v.len());
+            let to = ((offset + len) as usize).min(v.len());
+            v[from..to].to_vec()
+        };
+        let (durable, current) = (range(&f.durable), range(&f.current));
+        Some(durable.len() as u64 == len && durable == current)
+    }
+
     /// A disk holding `files`, every one durable.
     pub fn with_files(files: &[(PathBuf, Vec<u8>)]) -> io::Result<MemDisk> {
         let disk = MemDisk::default();

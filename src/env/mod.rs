@@ -250,6 +250,15 @@ pub trait Runtime: Send + Sync {
     /// A [`Lane`] for one hot, serial kind of blocking work. Simulated and inline runtimes run its
     /// jobs as they run [`Runtime::blocking`].
     fn lane(&self, name: &'static str) -> Box<dyn Lane>;
+    /// A [`Lane`] whose jobs run beside the work that queues them, not inside it: the commit
+    /// leader (itself a lane job) queues a group's checkpoint flush there and goes on with the
+    /// next group. The real runtime gives it a thread, as [`Runtime::lane`] (the default);
+    /// the simulated one runs its jobs in order on a task of their own once the caller yields, each
+    /// followed by the modelled I/O delay, so a crash can fall between a job and the work queued
+    /// after it.
+    fn side_lane(&self, name: &'static str) -> Box<dyn Lane> {
+        self.lane(name)
+    }
     /// Process and system figures for `/stats`; simulated runtimes report zeros.
     fn os_stats(&self) -> OsStats {
         OsStats::default()

@@ -169,6 +169,46 @@ impl Runtime for SimRuntime {
     fn lane(&self, _name: &'static str) -> Box<dyn super::Lane> {
         Box::new(SimRuntime { io_delay: self.io_delay.clone() })
     }
+    fn side_lane(&self, _name: &'static str) -> Box<dyn super::Lane> {
+        Box::new(SideLane { jobs: Arc::default(), io_delay: self.io_delay.clone() })
+    }
+}
+
+/// Jobs queued on a [`SideLane`], run first in, first out.
+type Jobs = Arc<std::sync::Mutex<std::collections::VecDeque<Box<dyn FnOnce() + Send>>>>;
+
+/// A side lane ([`Runtime::side_lane`]): each job queued spawns a task on the host that runs the
+/// oldest queued job, then waits the modelled I/O delay. Jobs run in the order queued, after the
+/// task that queued them yields; a crash of the host drops the tasks and with them the jobs not
+/// yet run.
+struct SideLane {
+    jobs: Jobs,
+    io_delay: Option<IoDelay>,
+}
+
+impl super::Lane for SideLane {
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).push_back(f);
+        let (jobs, delay) = (self.jobs.clone(), self.io_delay.clone());
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        tokio::task::spawn_local(async move {
+            if halted() {
+                return;
+            }
+            let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            if let Some(job) = job {
+                job();
+            }
+            if let Some(d) = delay.as_ref().map(|d| d()).filter(|d| !d.is_zero()) {
+                #[allow(clippy::disallowed_methods)]
+                tokio::time::sleep(d).await;
+            }
+            let _ = done.send(());
+        });
+        Box::pin(async move {
+            let _ = finished.await;
+        })
+    }
 }
 
 impl super::Lane for SimRuntime {

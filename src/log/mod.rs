@@ -278,6 +278,12 @@ pub struct Log {
     replicated: std::sync::atomic::AtomicBool,
     /// The durable end (`writer.chk`).
     durable: AtomicU64,
+    /// The end of the data the writer has synced ([`LogWriter::flush_data`]): at least
+    /// `durable`; `writer.chk` may be moved up to it ([`Log::flush_checkpoint`]).
+    synced: AtomicU64,
+    /// Held around every write of `writer.chk`, so its writes land in the order their values
+    /// were decided (the checkpoint stage of the commit pipeline runs beside the writer).
+    checkpoint_lock: Mutex<()>,
     /// Checkpoint files.
     pub checkpoints: Checkpoints,
     prepared: Mutex<Option<(u32, Arc<dyn File>)>>,
@@ -389,6 +395,43 @@ impl Log {
                 tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
             }
         }
+    }
+
+    /// The second half of a flush ([`LogWriter::flush_data`] is the first): moves `writer.chk` to
+    /// `end` and syncs it, so the records below `end` are durable. `end` is clamped to the synced
+    /// end of the data, so `writer.chk` never names bytes that are not durable; a value at or
+    /// below the durable end is already named and costs nothing. Writes of `writer.chk` are
+    /// serialized, each at least the one before (truncation aside). Returns the durable end. A
+    /// failure poisons the log; once it is poisoned nothing is flushed.
+    pub fn flush_checkpoint(&self, end: u64) -> Result<u64, LogError> {
+        let _chk = self.checkpoint_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        let end = end.min(self.synced.load(Ordering::Acquire));
+        if end <= self.durable() {
+            return Ok(self.durable());
+        }
+        let started = self.env.clock.monotonic();
+        let cps = &self.checkpoints;
+        if let Err(e) = cps.writer.write_durable(end as i64) {
+            tracing::error!("log write failed: the node stops accepting writes");
+            self.poisoned.store(true, Ordering::Release);
+            return Err(LogError::io("write checkpoint", cps.writer.path())(e));
+        }
+        self.commit_syncs.fetch_add(1, Ordering::Relaxed);
+        self.durable.store(end, Ordering::Release);
+        // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
+        // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable
+        // already, so failing to write it must not turn the commit into a reported failure.
+        // A cluster node's chaser follows the committed position instead (Log::publish).
+        if !self.is_replicated() {
+            if let Err(e) = cps.chaser.write(end as i64) {
+                tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
+            }
+        }
+        crate::env::add_elapsed(&self.commit_checkpoint_ns, started, self.env.clock.monotonic());
+        Ok(end)
     }
 
     /// Makes this a cluster node's log: `chaser.chk` follows the committed position instead of

@@ -79,6 +79,8 @@ impl Log {
             committed: AtomicU64::new(0),
             replicated: std::sync::atomic::AtomicBool::new(false),
             durable: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            checkpoint_lock: Mutex::new(()),
             checkpoints,
             prepared: Mutex::new(None),
             poisoned: AtomicBool::new(false),
@@ -259,6 +261,7 @@ impl Log {
             cps.truncate.write_durable(-1).map_err(LogError::io("write", cps.truncate.path()))?;
         }
         self.durable.store(writer, Ordering::Release);
+        self.synced.store(writer, Ordering::Release);
         self.committed.store(writer, Ordering::Release);
         Ok(writer)
     }

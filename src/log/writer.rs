@@ -3,7 +3,9 @@
 //! A leader stages records with [`LogWriter::append`], which chooses their positions and chunk
 //! boundaries; a follower writes the leader's records at the leader's positions with
 //! [`LogWriter::append_at`], so both logs' chunks are byte-identical. [`LogWriter::flush`] makes
-//! everything staged durable and moves `writer.chk` (the durable end); [`Log::publish`] moves the
+//! everything staged durable and moves `writer.chk` (the durable end), in two halves that the
+//! commit pipeline runs for different groups at once: [`LogWriter::flush_data`] syncs the records
+//! and [`Log::flush_checkpoint`] then names them in `writer.chk`; [`Log::publish`] moves the
 //! committed position readers see, which a single node does at once ([`LogWriter::commit`]) and
 //! a cluster's leader only once a quorum holds the records. [`LogWriter::truncate_to`] drops a
 //! tail that is durable but not committed (a follower's divergent tail).
@@ -163,15 +165,26 @@ impl LogWriter {
 
     /// Makes everything staged durable and moves `writer.chk` (the durable end), without moving
     /// the committed position: readers do not see the records until [`Log::publish`]. Any failure
-    /// poisons the log.
+    /// poisons the log. ([`LogWriter::flush_data`] then [`Log::flush_checkpoint`].)
     pub fn flush(&mut self) -> Result<u64, LogError> {
+        let end = self.flush_data()?;
+        self.log.flush_checkpoint(end)
+    }
+
+    /// The first half of [`LogWriter::flush`]: writes everything staged and syncs it (the
+    /// chunks completed since the last flush, the directory when a chunk was added, the current
+    /// chunk), without moving `writer.chk`. Returns the synced end, which
+    /// [`Log::flush_checkpoint`] may then name; until it does, the records are not durable (a
+    /// restart drops them). The commit pipeline runs the next group's `flush_data` while the
+    /// previous group's checkpoint is flushed. Any failure poisons the log.
+    pub fn flush_data(&mut self) -> Result<u64, LogError> {
         if self.log.is_poisoned() {
             return Err(LogError::Poisoned);
         }
-        self.flush_inner().inspect_err(|_| self.poison())
+        self.flush_data_inner().inspect_err(|_| self.poison())
     }
 
-    fn flush_inner(&mut self) -> Result<u64, LogError> {
+    fn flush_data_inner(&mut self) -> Result<u64, LogError> {
         let started = self.log.env.clock.monotonic();
         self.write_buffer()?;
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
@@ -194,25 +207,8 @@ impl LogWriter {
             c.file.sync_data().map_err(LogError::io("sync", &c.path))?;
             syncs.fetch_add(1, Ordering::Relaxed);
         }
-        let synced = self.log.env.clock.monotonic();
-        let cps = &self.log.checkpoints;
-        cps.writer
-            .write_durable(self.pos as i64)
-            .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
-        syncs.fetch_add(1, Ordering::Relaxed);
-        self.log.durable.store(self.pos, Ordering::Release);
-        // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
-        // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable
-        // already, so failing to write it must not turn the commit into a reported failure.
-        // A cluster node's chaser follows the committed position instead (Log::publish).
-        if !self.log.is_replicated() {
-            if let Err(e) = cps.chaser.write(self.pos as i64) {
-                tracing::warn!(error = %e, "writing chaser.chk failed; it is rewritten by the next commit");
-            }
-        }
-        let moved = self.log.env.clock.monotonic();
-        crate::env::add_elapsed(&self.log.commit_data_ns, started, synced);
-        crate::env::add_elapsed(&self.log.commit_checkpoint_ns, synced, moved);
+        self.log.synced.fetch_max(self.pos, Ordering::AcqRel);
+        crate::env::add_elapsed(&self.log.commit_data_ns, started, self.log.env.clock.monotonic());
         Ok(self.pos)
     }
 
@@ -298,11 +294,15 @@ impl LogWriter {
         let cps = &log.checkpoints;
         self.buf.clear();
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
-        if log.durable() > pos && !crate::buggify::bug(crate::buggify::Bug::TruncateKeepsWriterChk) {
-            cps.writer
-                .write_durable(pos as i64)
-                .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
-            log.durable.store(pos, Ordering::Release);
+        {
+            let _chk = log.checkpoint_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if log.durable() > pos && !crate::buggify::bug(crate::buggify::Bug::TruncateKeepsWriterChk) {
+                cps.writer
+                    .write_durable(pos as i64)
+                    .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+                log.durable.store(pos, Ordering::Release);
+            }
+            log.synced.store(pos.max(log.durable()), Ordering::Release);
         }
         if cps.chaser.read() > pos as i64 {
             cps.chaser.write(pos as i64).map_err(LogError::io("write checkpoint", cps.chaser.path()))?;
@@ -376,8 +376,14 @@ impl LogWriter {
         let next = chunk.header.end + 1;
         let end = next as u64 * size;
         let cps = &log.checkpoints;
-        cps.writer.write_durable(end as i64).map_err(LogError::io("write checkpoint", cps.writer.path()))?;
-        log.durable.store(end, Ordering::Release);
+        {
+            let _chk = log.checkpoint_lock.lock().unwrap_or_else(|e| e.into_inner());
+            cps.writer
+                .write_durable(end as i64)
+                .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+            log.durable.store(end, Ordering::Release);
+            log.synced.fetch_max(end, Ordering::AcqRel);
+        }
         log.install(chunk)?;
         self.chunk = log.new_chunk(next)?;
         self.dir_dirty = true;

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, SyncSender, TryRecvError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -67,10 +67,19 @@ impl Store {
             self.lead(false);
         }
         loop {
-            match rx.recv() {
+            let reply = match rx.try_recv() {
+                Ok(reply) => Ok(reply),
+                // A single node's group waits for its checkpoint flush, which this thread runs
+                // too rather than only wait for the checkpoint lane: in a simulation that lane
+                // runs only when this thread's task yields, which a blocked thread never does.
+                Err(TryRecvError::Empty) if !self.cfg.replicated && self.checkpoint_stage() => continue,
+                Err(TryRecvError::Empty) => rx.recv().map_err(|_| ()),
+                Err(TryRecvError::Disconnected) => Err(()),
+            };
+            match reply {
                 Ok(Reply::Lead) => self.lead(false),
                 Ok(Reply::Done(r)) => return r,
-                Err(_) => return Err(StorageError::Io("the writer stopped".into()).into()),
+                Err(()) => return Err(StorageError::Io("the writer stopped".into()).into()),
             }
         }
     }
@@ -298,10 +307,10 @@ impl Store {
 
     /// Takes the next group off the queue, commits it and answers its callers.
     fn commit_next(&self) {
+        if self.pipeline_full() {
+            return;
+        }
         if self.cfg.replicated {
-            if self.pipeline_full() {
-                return;
-            }
             if !self.leading() || !self.published_all() {
                 let refused: Vec<Pending> = lock(&self.queue).pending.drain(..).collect();
                 for p in refused {
@@ -339,6 +348,11 @@ impl Store {
         s.total_flush_us.fetch_add(took, Ordering::Relaxed);
         s.max_flush_us.fetch_max(took, Ordering::Relaxed);
         match held {
+            Some(mut a) if !self.cfg.replicated => {
+                // Answered once writer.chk names it (the checkpoint stage, src/store/pipeline.rs).
+                a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
+                self.queue_for_checkpoint(a);
+            }
             Some(mut a) => {
                 // Answered when a quorum holds the group (or leadership is lost).
                 a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
@@ -391,16 +405,26 @@ impl Store {
             }
         }
         let staged_at = self.env.clock.monotonic();
+        // A single node's pipeline: only the data is synced here; `writer.chk` follows in the
+        // checkpoint stage while the next group is staged and synced.
+        let pipelined = !self.cfg.replicated;
         let mut commit = if staged_any || self.log.is_poisoned() {
-            w.flush().map_err(StorageError::from)
+            if pipelined { w.flush_data() } else { w.flush() }.map_err(StorageError::from)
+        } else if pipelined {
+            Ok(w.position())
         } else {
             Ok(self.log.committed())
         };
         // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
         // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
         // callers get a storage error (to them the outcome is unknown; here it is "not written").
+        // In the pipeline its checkpoint is flushed first, so that it is durable when dropped.
         if matches!(commit, Ok(end) if end > start) && crate::buggify!() {
-            commit = match w.truncate_to(start) {
+            let flushed = match commit {
+                Ok(end) if pipelined => self.log.flush_checkpoint(end).map(|_| ()),
+                _ => Ok(()),
+            };
+            commit = match flushed.and_then(|()| w.truncate_to(start)) {
                 Ok(()) => Err(StorageError::Io("the group was dropped before it committed".into())),
                 Err(e) => Err(e.into()),
             };
@@ -410,8 +434,8 @@ impl Store {
         let mut out = Vec::with_capacity(ops.len());
         if let Ok(end) = commit {
             // A group that wrote nothing still waits behind groups that wait: its answers may
-            // rest on their writes.
-            if self.cfg.replicated && (end > start || self.holding()) {
+            // rest on their writes. A single node's group always waits for its checkpoint.
+            if pipelined || (self.cfg.replicated && (end > start || self.holding())) {
                 let mut results: Vec<_> = std::mem::take(&mut staged.results)
                     .into_iter()
                     .map(|r| {
@@ -453,7 +477,7 @@ impl Store {
                 // On a cluster's leader with groups waiting for their quorum, a rejection may rest
                 // on their writes (not committed yet): it becomes the group's error too, rather
                 // than leave before the writes it counted.
-                let mut wrote = self.cfg.replicated && self.holding();
+                let mut wrote = self.holding();
                 for r in staged.results.into_iter().flatten() {
                     out.push(match r {
                         Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
@@ -466,6 +490,24 @@ impl Store {
                     });
                 }
                 out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));
+                if pipelined {
+                    // Its answers go out behind the groups waiting before it.
+                    let empty = Staged {
+                        results: Vec::new(),
+                        entries: Vec::new(),
+                        names: Vec::new(),
+                        recent: Vec::new(),
+                    };
+                    let at = start.max(self.log.durable());
+                    let held = Awaiting {
+                        start: at,
+                        end: at,
+                        staged: empty,
+                        overlay: BTreeMap::new(),
+                        answers: Vec::new(),
+                    };
+                    return (out, staged_at, committed_at, Some(held));
+                }
             }
         }
         (out, staged_at, committed_at, None)

@@ -31,6 +31,7 @@ mod commit;
 pub mod engine;
 pub mod follow;
 pub mod metadata;
+mod pipeline;
 pub mod publish;
 mod read;
 mod replicated;
@@ -67,6 +68,8 @@ pub struct Store {
     queue: Mutex<Queue>,
     /// Where dedicated leaders run: one thread that commits group after group.
     leader_lane: Box<dyn crate::env::Lane>,
+    /// Where a single node's checkpoint stage runs, beside the leader ([`pipeline`]).
+    checkpoint_lane: Box<dyn crate::env::Lane>,
     /// Committed stream states, with a generation that every published batch bumps, so a reader
     /// that computed a state while a batch was published does not cache a stale one.
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
@@ -138,6 +141,7 @@ impl Store {
             writer: Mutex::new(writer),
             queue: Mutex::new(Queue::default()),
             leader_lane: env.rt.lane("annal-writer"),
+            checkpoint_lane: env.rt.side_lane("annal-checkpoint"),
             committed,
             durable,
             gate: Mutex::new(replicated::Gate::default()),
@@ -215,6 +219,9 @@ impl Store {
     /// Flushes what is not yet durable outside the write path (chaser checkpoint, index) and waits
     /// for background index work. Call before shutdown.
     pub fn close(&self) -> Result<(), StorageError> {
+        if !self.cfg.replicated {
+            self.drain_checkpoints();
+        }
         let _w = lock(&self.writer);
         self.log.flush_chaser()?;
         self.index.quiesce()?;

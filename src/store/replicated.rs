@@ -27,16 +27,18 @@ use super::stage::Staged;
 use super::{lock, Committed, StorageError, Store, WriteError, WriteResult};
 use crate::log::record::{self, flags, EpochRecord, Record};
 
-/// Groups waiting for their quorum (the leader's), and whether this node takes writes.
+/// Groups waiting for their quorum (a cluster leader's) or their checkpoint flush (a single
+/// node's), and whether this node takes writes.
 #[derive(Default)]
 pub(super) struct Gate {
     /// This node leads and its term's epoch is committed.
     pub leading: bool,
-    /// Durable groups, in log order, not yet published.
+    /// Groups in log order, not yet published: durable ones waiting for their quorum, or a
+    /// single node's groups waiting for `writer.chk` to name them.
     pub awaiting: VecDeque<Awaiting>,
 }
 
-/// A durable group waiting for its quorum.
+/// A group waiting for its quorum, or (a single node) for its checkpoint flush.
 pub(super) struct Awaiting {
     pub start: u64,
     pub end: u64,
@@ -49,7 +51,9 @@ pub(super) struct Awaiting {
 /// the epoch records seen in it.
 pub(super) type Incoming = (u32, u32, crate::log::ScavengedWriter, Vec<EpochRecord>);
 
-/// Groups that may wait for their quorum at once (the leader's commit pipeline).
+/// Groups that may wait at once in the commit pipeline: for their checkpoint flush (a single
+/// node, [`pipeline`](super::pipeline)) or for their quorum (a cluster's leader). The leader
+/// stages no further group until one leaves.
 pub(super) const PIPELINE_DEPTH: usize = 8;
 
 /// Records published per batch when a range of the log is released.

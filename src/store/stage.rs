@@ -40,10 +40,10 @@ struct GroupFacts<'s> {
 impl engine::Facts for GroupFacts<'_> {
     fn state(&mut self, name: &str) -> Result<StreamState, StorageError> {
         // The plan keeps what it fetched and the overlay takes the plan's states afterwards.
-        // Then the states of groups still waiting for their quorum (a cluster's leader).
+        // Then the states of groups still waiting for their checkpoint flush or their quorum.
         match self.overlay.get(name) {
             Some(s) => Ok(s.clone()),
-            None => match self.store.cfg.replicated.then(|| self.store.awaited_state(name)).flatten() {
+            None => match self.store.awaited_state(name) {
                 Some(s) => Ok(s),
                 None => self.store.stream_state(name),
             },
@@ -57,8 +57,8 @@ impl engine::Facts for GroupFacts<'_> {
         count: usize,
     ) -> Result<Vec<Option<[u8; 16]>>, StorageError> {
         let mut ids = self.store.ids_at(stream, from, count)?;
-        if self.store.cfg.replicated && ids.iter().any(Option::is_none) {
-            // Events of groups still waiting for their quorum are not indexed yet.
+        if ids.iter().any(Option::is_none) {
+            // Events of groups still waiting (checkpoint flush, quorum) are not indexed yet.
             self.store.awaited_ids(stream, from, &mut ids);
         }
         Ok(ids)
@@ -68,10 +68,8 @@ impl engine::Facts for GroupFacts<'_> {
         if let Some((_, _, n)) = self.group_recent.iter().rev().find(|(i, s, _)| i == id && **s == *stream) {
             return Some(*n);
         }
-        if self.store.cfg.replicated {
-            if let Some(n) = self.store.awaited_id(stream, id) {
-                return Some(n);
-            }
+        if let Some(n) = self.store.awaited_id(stream, id) {
+            return Some(n);
         }
         lock(&self.store.recent).get(id).filter(|(s, _)| **s == *stream).map(|(_, n)| *n)
     }

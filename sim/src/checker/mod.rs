@@ -12,6 +12,8 @@
 //! - [`liveness`]: the node serves again once every fault is healed.
 //! - [`protocol`]: nothing unexpected is answered (an answer outside the protocol is a harness or
 //!   protocol bug).
+//! - [`acks`]: a single node acknowledges groups in log order, each only once it is durable
+//!   (reported by the node as it acknowledges, compared with the simulated disk at that instant).
 //!
 //! A cluster run checks its one shared history with all of these (reads go to the leader, so
 //! linearizability covers the whole cluster), and adds, from what the harness observed of the
@@ -47,6 +49,7 @@
 //! Invariant: every check is a pure function of its inputs (no clock, no randomness, budgets in
 //! steps, not time), so a seed's verdict replays exactly.
 
+pub mod acks;
 pub mod backup;
 pub mod convergence;
 pub mod durability;

@@ -1,0 +1,138 @@
+//! The checkpoint stage of a single node's commit pipeline. The group-commit leader
+//! ([`commit`](super::commit)) stages a group and syncs its data ([`LogWriter::flush_data`]),
+//! then queues it here, in the [`Gate`](super::replicated::Gate)'s waiting groups (where a
+//! cluster's leader queues its groups for their quorum), and goes on with the next group while
+//! this stage, on a lane of its own, moves `writer.chk` past every group whose data is synced
+//! ([`Log::flush_checkpoint`]: one flush for all of them), then publishes them and answers their
+//! callers, in log order.
+//!
+//! Invariants: a group is answered with success only after its data and then `writer.chk` naming
+//! its end were synced; answers go out in log order (groups leave the queue from its front, one at
+//! a time, each published in the same step under the gate's lock, so a group being staged finds
+//! every earlier one either waiting, with the states it leaves, or published); at most
+//! [`PIPELINE_DEPTH`](super::replicated::PIPELINE_DEPTH) groups wait; once a flush fails the log
+//! is poisoned and every waiting group, and every later one, is answered with the storage error.
+//!
+//! [`LogWriter::flush_data`]: crate::log::LogWriter::flush_data
+//! [`Log::flush_checkpoint`]: crate::log::Log::flush_checkpoint
+
+use super::replicated::Awaiting;
+use super::{lock, Committed, StorageError, Store, WriteError};
+
+impl Store {
+    /// Queues a group whose data is synced (or whose flush failed: `a` then holds only error
+    /// answers) for the checkpoint stage, behind the groups queued before it, and has the stage
+    /// run on its lane.
+    pub(super) fn queue_for_checkpoint(&self, a: Awaiting) {
+        lock(&self.gate).awaiting.push_back(a);
+        let me = self.me.clone();
+        drop(self.checkpoint_lane.run(Box::new(move || {
+            if let Some(store) = me.upgrade() {
+                store.checkpoint_stage();
+            }
+        })));
+    }
+
+    /// Runs the checkpoint stage once: moves `writer.chk` to the end of the newest waiting group,
+    /// then publishes and answers, in order, every waiting group it covers (when the flush
+    /// failed, those `writer.chk` already named, and all the others with the error). Returns whether any group was answered. Callable from any
+    /// thread (the checkpoint lane, a thread waiting in [`Store::write`], shutdown).
+    pub(super) fn checkpoint_stage(&self) -> bool {
+        let Some(target) = lock(&self.gate).awaiting.back().map(|a| a.end) else { return false };
+        let flushed = self.log.flush_checkpoint(target).map_err(StorageError::from);
+        // What writer.chk names, whoever moved it: a group below it is durable even when this
+        // flush failed (a dropped group's own checkpoint flush may have covered it).
+        let durable = self.log.durable();
+        if flushed.is_ok() {
+            self.durable.raise(durable);
+        }
+        let started = self.env.clock.monotonic();
+        let (mut answered, mut failed) = (0usize, 0usize);
+        loop {
+            let mut gate = lock(&self.gate);
+            let Some(front) = gate.awaiting.front() else { break };
+            let covered = front.end <= durable;
+            if !covered && flushed.is_ok() {
+                // Queued after the flush began: its own run of the stage covers it.
+                break;
+            }
+            let Some(a) = gate.awaiting.pop_front() else { break };
+            answered += 1;
+            match &flushed {
+                Err(e) if !covered => {
+                    drop(gate);
+                    failed += 1;
+                    self.fail_waiting(a, e, failed == 1);
+                }
+                _ => {
+                    let Awaiting { start, end, staged, overlay, answers } = a;
+                    let results: Vec<_> = answers
+                        .into_iter()
+                        .map(|(w, r)| {
+                            (
+                                w,
+                                r.map(|mut ok| {
+                                    ok.commit_position = end;
+                                    ok
+                                }),
+                            )
+                        })
+                        .collect();
+                    // The group leaves the queue and becomes visible in one step.
+                    if end > start {
+                        self.apply_committed(Committed::staged(end, staged, overlay));
+                    }
+                    drop(gate);
+                    if end > start {
+                        crate::buggify::acknowledged(start, end);
+                    }
+                    for (w, r) in results {
+                        w.done(r);
+                    }
+                }
+            }
+        }
+        crate::env::add_elapsed(&self.stats.total_publish_ns, started, self.env.clock.monotonic());
+        if answered > 0 {
+            // The leader may have stopped at a full pipeline.
+            self.kick();
+        }
+        answered > 0
+    }
+
+    /// Answers a waiting group that a failed flush left not durable: nothing of it is
+    /// acknowledged. A rejection stays one only in the `first` such group (every group before it
+    /// was published) and only when it came before the group's first write; any other may rest
+    /// on writes that are now not durable, so it becomes the storage error too.
+    fn fail_waiting(&self, a: Awaiting, e: &StorageError, first: bool) {
+        // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
+        if !first && a.end > a.start && crate::buggify::bug(crate::buggify::Bug::AckAfterFailedCheckpoint) {
+            crate::buggify::acknowledged(a.start, a.end);
+            for (w, r) in a.answers {
+                w.done(r.map(|mut ok| {
+                    ok.commit_position = a.end;
+                    ok
+                }));
+            }
+            return;
+        }
+        let mut wrote = !first;
+        for (w, r) in a.answers {
+            w.done(match r {
+                Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
+                Err(other) if !wrote => Err(other),
+                Err(_) => Err(WriteError::Storage(e.clone())),
+                Ok(_) => {
+                    wrote = true;
+                    Err(WriteError::Storage(e.clone()))
+                }
+            });
+        }
+    }
+
+    /// Runs the checkpoint stage until no group waits for it (shutdown, and a thread that waits
+    /// for its own answer: see [`Store::write`]).
+    pub(super) fn drain_checkpoints(&self) {
+        while self.checkpoint_stage() {}
+    }
+}
