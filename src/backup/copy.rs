@@ -25,16 +25,18 @@
 //! the copy (the old file vanished under us) make step (4) list the source again and copy the new
 //! names; step (5) then drops the replaced ones from the backup.
 //!
-//! Beyond the fixed order: a chunk of the backup whose footer says it is not complete is treated
-//! like the last chunk (renamed to `.old` and copied again), so a backup interrupted while
-//! chunks completed cannot keep a stale copy of one.
+//! Beyond the fixed order: a chunk of the backup whose footer says it is not complete, or that
+//! ends past the backup's `writer.chk`, is treated like the last chunk (renamed to `.old` and
+//! copied again), so a backup interrupted while chunks completed cannot keep a stale copy of one,
+//! nor one the node completed but had not yet made durable (a crash then reopens it, and it is
+//! written again with other records).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::env::{Env, OpenMode};
-use crate::log::chunk::{self, ChunkFooter, FOOTER_SIZE};
+use crate::log::chunk::{self, ChunkFooter, ChunkHeader, FOOTER_SIZE, HEADER_SIZE};
 
 use super::scavenge::ScavengeControl;
 use super::{
@@ -388,10 +390,19 @@ fn bump(rounds: u32, dir: &Path, what: &str) -> Result<u32, BackupError> {
     Ok(rounds + 1)
 }
 
-/// Whether the chunk file at `path` has a completed footer.
-fn is_complete(env: &Env, path: &Path) -> bool {
+/// Whether the chunk file at `path` has a completed footer and ends at or below `writer` (the
+/// `writer.chk` copied with it). A chunk completed past `writer.chk` is not settled yet: the node
+/// syncs a completed chunk before it moves `writer.chk` past it, and a crash in between makes
+/// recovery reopen the chunk and write other records into it under the same name.
+fn is_complete(env: &Env, path: &Path, writer: Option<i64>) -> bool {
     let Ok(f) = env.disk.open(path, OpenMode::Read) else { return false };
     let Ok(len) = f.len() else { return false };
+    let Ok(h) = f.read_vec_at(HEADER_SIZE as usize, 0) else { return false };
+    let Ok(header) = ChunkHeader::decode(&h) else { return false };
+    let end = (u64::from(header.end) + 1).saturating_mul(header.chunk_size);
+    if writer.is_none_or(|w| w < 0 || end > w as u64) {
+        return false;
+    }
     let Ok(b) = f.read_vec_at(FOOTER_SIZE as usize, len.saturating_sub(FOOTER_SIZE)) else { return false };
     matches!(ChunkFooter::decode(&b), Ok(Some(_)))
 }
@@ -409,9 +420,10 @@ async fn copy_log(run: &mut Run<'_>, sd: &Path, bd: &Path) -> Result<(), BackupE
         .collect();
     held.sort_by_key(|n| chunk::parse_file_name(n));
     let last = held.last().cloned();
+    let writer = read_checkpoint(env, &bd.join("writer.chk")).ok();
     for name in held {
         let path = bd.join(&name);
-        if Some(&name) == last.as_ref() || !is_complete(env, &path) {
+        if Some(&name) == last.as_ref() || !is_complete(env, &path, writer) {
             env.disk
                 .rename(&path, &bd.join(format!("{name}.old")))
                 .map_err(BackupError::io("rename", &path))?;
