@@ -1,8 +1,11 @@
 //! The write queue and group commit: callers queue operations ([`Store::write`] blocks a thread,
 //! [`Store::write_async`] a task); the first caller to find no leader leads (or, for tasks, a
 //! dedicated leader runs on the writer's lane), takes every queued operation up to a byte bound,
-//! stages them, flushes them with one set of syncs, publishes them ([`Store::apply_committed`])
-//! and answers every caller; then leadership passes to the next waiter.
+//! stages them and flushes them with one set of syncs; then leadership passes to the next waiter.
+//! A single node's leader syncs only the group's data and queues the group for the checkpoint
+//! stage ([`pipeline`](super::pipeline)), which moves `writer.chk`, publishes
+//! ([`Store::apply_committed`]) and answers, while the leader goes on with the next group; a
+//! cluster leader's durable group waits for its quorum ([`replicated`](super::replicated)).
 //!
 //! Invariants: an operation is answered only after its group is durable and published, or
 //! refused; a failed flush answers every operation of its group with the storage error (rejections
