@@ -40,7 +40,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use self::checkpoint::{position_text, tag_prefix, Progress, Tag};
@@ -318,13 +317,7 @@ impl Projections {
     }
 
     fn event(&self, event_type: &str, data: Vec<u8>, metadata: Vec<u8>, is_json: bool) -> NewEvent {
-        NewEvent {
-            id: *self.env.new_uuid().as_bytes(),
-            event_type: event_type.into(),
-            data: Bytes::from(data),
-            metadata: Bytes::from(metadata),
-            is_json,
-        }
+        NewEvent::fresh(&self.env, event_type, data, metadata, is_json)
     }
 
     /// Creates what is missing, loads the definitions and starts the enabled projections

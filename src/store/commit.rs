@@ -483,15 +483,7 @@ impl Store {
                 // than leave before the writes it counted.
                 let mut wrote = self.holding();
                 for r in staged.results.into_iter().flatten() {
-                    out.push(match r {
-                        Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
-                        Err(other) if !wrote => Err(other),
-                        Err(_) => Err(WriteError::Storage(e.clone())),
-                        Ok(_) => {
-                            wrote = true;
-                            Err(WriteError::Storage(e.clone()))
-                        }
-                    });
+                    out.push(unwritten(r, &mut wrote, &e));
                 }
                 out.resize_with(ops.len(), || Err(WriteError::Storage(e.clone())));
                 if pipelined {
@@ -515,5 +507,25 @@ impl Store {
             }
         }
         (out, staged_at, committed_at, None)
+    }
+}
+
+/// The answer to one write of a group a failed flush left not durable (`e`): its own storage
+/// error stays; a rejection stays one only while nothing before it in the group was written
+/// (`wrote`), since it may have been decided against those writes; a success, and any later
+/// rejection, become `e`. Sets `wrote` at the first success.
+pub(super) fn unwritten(
+    r: Result<WriteResult, WriteError>,
+    wrote: &mut bool,
+    e: &StorageError,
+) -> Result<WriteResult, WriteError> {
+    match r {
+        Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
+        Err(other) if !*wrote => Err(other),
+        Err(_) => Err(WriteError::Storage(e.clone())),
+        Ok(_) => {
+            *wrote = true;
+            Err(WriteError::Storage(e.clone()))
+        }
     }
 }

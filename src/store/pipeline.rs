@@ -17,7 +17,7 @@
 //! [`Log::flush_checkpoint`]: crate::log::Log::flush_checkpoint
 
 use super::replicated::Awaiting;
-use super::{lock, Committed, StorageError, Store, WriteError};
+use super::{lock, Committed, StorageError, Store};
 
 impl Store {
     /// Queues a group whose data is synced (or whose flush failed: `a` then holds only error
@@ -118,15 +118,7 @@ impl Store {
         }
         let mut wrote = !first;
         for (w, r) in a.answers {
-            w.done(match r {
-                Err(WriteError::Storage(s)) => Err(WriteError::Storage(s)),
-                Err(other) if !wrote => Err(other),
-                Err(_) => Err(WriteError::Storage(e.clone())),
-                Ok(_) => {
-                    wrote = true;
-                    Err(WriteError::Storage(e.clone()))
-                }
-            });
+            w.done(super::commit::unwritten(r, &mut wrote, e));
         }
     }
 

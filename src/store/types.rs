@@ -182,6 +182,25 @@ pub struct NewEvent {
     pub is_json: bool,
 }
 
+impl NewEvent {
+    /// An event the node writes itself (definitions, checkpoints, links), with a new id from `env`.
+    pub fn fresh(
+        env: &crate::env::Env,
+        event_type: &str,
+        data: Vec<u8>,
+        metadata: Vec<u8>,
+        is_json: bool,
+    ) -> NewEvent {
+        NewEvent {
+            id: *env.new_uuid().as_bytes(),
+            event_type: event_type.into(),
+            data: Bytes::from(data),
+            metadata: Bytes::from(metadata),
+            is_json,
+        }
+    }
+}
+
 /// A write operation.
 #[derive(Clone, Debug)]
 pub enum WriteOp {

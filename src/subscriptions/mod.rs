@@ -35,7 +35,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{json, Value};
 
 use self::core::{Group, Message, MessageId, NackAction, PageResult, ParkRequest, Snapshot, TakeError};
@@ -444,13 +443,7 @@ impl Subscriptions {
     }
 
     fn event(&self, event_type: &str, data: Vec<u8>, metadata: Vec<u8>, is_json: bool) -> NewEvent {
-        NewEvent {
-            id: *self.env.new_uuid().as_bytes(),
-            event_type: event_type.into(),
-            data: Bytes::from(data),
-            metadata: Bytes::from(metadata),
-            is_json,
-        }
+        NewEvent::fresh(&self.env, event_type, data, metadata, is_json)
     }
 
     async fn write_park(&self, stream: &str, group: &str, p: &ParkRequest) -> bool {
