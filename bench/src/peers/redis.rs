@@ -209,6 +209,29 @@ async fn create_group(conn: &mut MultiplexedConnection, stream: &str, group: &st
     Ok(())
 }
 
+/// Up to `count` new entries for `consumer` of `group` (`XREADGROUP … >`): their ids.
+async fn read_group(
+    conn: &mut MultiplexedConnection,
+    stream: &str,
+    group: &str,
+    consumer: &str,
+    count: usize,
+) -> Result<Vec<Vec<u8>>, String> {
+    let v: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(group)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(stream)
+        .arg(">")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("XREADGROUP: {e}"))?;
+    Ok(read_ids(&v))
+}
+
 /// One competing consumer: `XREADGROUP … >` pages and one `XACK` per page, until the group has
 /// nothing new left; returns its cycle times (µs) and the entries its XACKs acknowledged.
 async fn consume(
@@ -222,19 +245,7 @@ async fn consume(
     let (mut lat, mut acked) = (Vec::new(), 0u64);
     loop {
         let t = std::time::Instant::now();
-        let v: Value = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(group)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(page)
-            .arg("STREAMS")
-            .arg(stream)
-            .arg(">")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| format!("XREADGROUP: {e}"))?;
-        let ids = read_ids(&v);
+        let ids = read_group(&mut conn, stream, group, &name, page).await?;
         if ids.is_empty() {
             return Ok((lat, acked));
         }
@@ -284,19 +295,10 @@ impl Driver for Redis {
             create_group(&mut conn, stream, group).await?;
             let mut lat = Vec::new();
             for _ in 0..samples {
-                let v: Value = redis::cmd("XREADGROUP")
-                    .arg("GROUP")
-                    .arg(group)
-                    .arg("c")
-                    .arg("COUNT")
-                    .arg(1)
-                    .arg("STREAMS")
-                    .arg(stream)
-                    .arg(">")
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| format!("XREADGROUP: {e}"))?;
-                let id = read_ids(&v).pop().ok_or("XREADGROUP returned nothing")?;
+                let id = read_group(&mut conn, stream, group, "c", 1)
+                    .await?
+                    .pop()
+                    .ok_or("XREADGROUP returned nothing")?;
                 // No nack in Redis Streams: the pending entry is claimed again at once.
                 let t = std::time::Instant::now();
                 let again: Value = redis::cmd("XCLAIM")
