@@ -134,13 +134,7 @@ fn cn(generation: usize) -> String {
 
 /// A file's text ("" when it cannot be read).
 fn text(disk: &dyn Disk, path: &Path) -> String {
-    let read = || -> std::io::Result<Vec<u8>> {
-        let f = disk.open(path, OpenMode::Read)?;
-        let mut buf = vec![0u8; f.len()? as usize];
-        f.read_exact_at(&mut buf, 0)?;
-        Ok(buf)
-    };
-    read().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    annal::env::read_whole(disk, path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
 }
 
 impl Rollover {

@@ -397,12 +397,17 @@ impl Env {
 
     /// Reads a whole file.
     pub fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let f = self.disk.open(path, OpenMode::Read)?;
-        let len = f.len()?;
-        let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-        f.read_exact_at(&mut buf, 0)?;
-        Ok(buf)
+        read_whole(&*self.disk, path)
     }
+}
+
+/// Reads the whole file at `path` of `disk`.
+pub fn read_whole(disk: &dyn Disk, path: &Path) -> io::Result<Vec<u8>> {
+    let f = disk.open(path, OpenMode::Read)?;
+    let len = f.len()?;
+    let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+    f.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
 }
 
 /// Writes zeros over `[from, to)` of `f` in 1 MiB pieces (not synced).
