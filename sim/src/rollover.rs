@@ -117,7 +117,7 @@ pub struct Rollover {
     pub generation: Vec<usize>,
     /// Violations found while the run went on (bad reloads taken).
     pub failures: Vec<String>,
-    /// Reloads done, bad reloads refused, roll-2 convergence time: for the trace's summary.
+    /// Reloads that took effect (the trace's summary).
     pub reloads: u32,
     /// Bad reloads refused.
     pub refused: u32,
