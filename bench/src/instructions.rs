@@ -34,7 +34,12 @@ pub fn instructions(args: &Args) {
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let dir = args.dir.join(format!("instructions-{}", std::process::id()));
-    let run = |n: u64, pages: u64| -> Result<u64, String> { count(&rt, &dir, n, pages) };
+    // The appends run's profile stays for `callgrind_annotate` (where a change's cost went).
+    let profile = args.dir.join("instructions-appends.callgrind.out");
+    let run = |n: u64, pages: u64| -> Result<u64, String> {
+        let keep = (n > 0 && pages == 0).then_some(profile.as_path());
+        count(&rt, &dir, n, pages, keep)
+    };
     match run(0, 0).and_then(|base| Ok((base, run(appends, 0)?, run(appends, READ_PAGES)?))) {
         Ok((base, with, read)) => {
             let per = with.saturating_sub(base) as f64 / appends as f64;
@@ -51,6 +56,7 @@ pub fn instructions(args: &Args) {
             println!(
                 "instructions per event read (pages of {PAGE}, embed=body, 1 connection): {per_read:.0}"
             );
+            println!("profile of the appends run: callgrind_annotate --inclusive=yes {}", profile.display());
         }
         Err(e) => {
             eprintln!("annal-bench instructions: {e}");
@@ -61,8 +67,14 @@ pub fn instructions(args: &Args) {
 }
 
 /// Total instructions of one node run under callgrind that serves `appends` appends, then
-/// `pages` page reads.
-fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64, pages: u64) -> Result<u64, String> {
+/// `pages` page reads; the profile is copied to `keep` when given.
+fn count(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    appends: u64,
+    pages: u64,
+    keep: Option<&Path>,
+) -> Result<u64, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let port = gen::free_port()?;
@@ -86,6 +98,9 @@ fn count(rt: &tokio::runtime::Runtime, dir: &Path, appends: u64, pages: u64) -> 
     let _ = child.wait();
     driven?;
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    if let Some(keep) = keep {
+        std::fs::write(keep, &text).map_err(|e| format!("{}: {e}", keep.display()))?;
+    }
     text.lines()
         .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
         .and_then(|v| v.trim().parse().ok())
