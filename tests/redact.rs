@@ -1,7 +1,8 @@
 //! Redaction against a real node and the `annal redact` binary: events in completed and
 //! scavenged chunks read back as `0xFF` bytes of the same length and marked redacted, every other
 //! event reads unchanged; an event that does not exist, one in the active chunk, a bad event list
-//! and a candidate that changes anything else are refused and change nothing.
+//! and a candidate that changes anything else are refused and change nothing; another user's process
+//! cannot use the socket.
 #![allow(clippy::disallowed_methods)]
 
 mod http_support;
@@ -266,4 +267,78 @@ fn a_switch_dying_at_any_step_leaves_the_old_or_the_new_chunk() {
         assert!(fail_at < 100, "the switch never completed");
     }
     assert!(fail_at >= 3, "{fail_at}");
+}
+
+/// `redact` run as another user (uid 65534, `nobody`): `annal redact` as that user.
+async fn redact_as_other_user(db: &Path, events: &str) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["redact", "--db", &db.display().to_string(), "--events", events])
+        .uid(OTHER_USER)
+        .gid(OTHER_USER)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+/// The uid and gid the other user's process runs as (`nobody` on Debian).
+const OTHER_USER: u32 = 65534;
+
+/// A process of another user cannot use the redaction socket: the socket file's mode keeps it
+/// out, and were the mode loosened by hand, the node still refuses it by its peer credentials.
+/// Either way the tool says why and nothing changes. Needs root (to run a process as another
+/// user): under `CI=true` its absence fails the test; elsewhere it is skipped with a notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_user_cannot_use_the_redaction_socket() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        let why = "needs root to run `annal redact` as another user";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        println!("SKIPPED another_user_cannot_use_the_redaction_socket: {why}");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The other user may reach the directory (as on a shared host); the socket is the guard.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut config = Config::for_dir(dir.path());
+    config.chunk_size = 16 * 1024;
+    config.password_iterations = 16;
+    config.enable_unix_socket = true;
+    let node = Node::open(annal::env::real::env(), config).unwrap();
+    let (addr, serve) = node.bind().await.unwrap();
+    let done = tokio::spawn(serve);
+    let client = http_support::Client { addr };
+    for k in 0..4 {
+        client.append_n("s0", k * 60, 60).await;
+    }
+    let db = dir.path().to_path_buf();
+    let store = node.store().clone();
+    let before: Vec<RecordedEvent> = (0..240).map(|n| read(&store, "s0", n)).collect();
+    assert!(store.log().locate(before[3].position).unwrap().complete);
+
+    // The socket's mode (0600) keeps the other user out.
+    let (code, out) = redact_as_other_user(&db, "3@s0").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("Permission denied") || out.contains("permission denied"), "{out}");
+
+    // Loosened by hand, the node refuses the peer by its uid.
+    let sock = db.join("annal.sock");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, out) = redact_as_other_user(&db, "3@s0").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("serves only user 0"), "{out}");
+
+    for (n, b) in before.iter().enumerate() {
+        assert_eq!(&read(&store, "s0", n as i64), b, "s0/{n} changed");
+    }
+    // The node's own user still can.
+    let (code, out) = redact(&db, "3@s0").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(read(&store, "s0", 3).is_redacted);
+    node.request_shutdown();
+    done.await.unwrap().unwrap();
 }

@@ -111,7 +111,16 @@ impl Conn {
             move |source| RedactError::Io { what, source }
         };
         let text = format!("{}\n", serde_json::to_string(req).unwrap_or_default());
-        self.w.write_all(text.as_bytes()).await.map_err(io("send to the node"))?;
+        if let Err(source) = self.w.write_all(text.as_bytes()).await {
+            // A node that refuses the connection answers and closes without reading: its answer,
+            // already on the way, says why better than the broken pipe.
+            if let Ok(Some(line)) = self.lines.next_line().await {
+                if let Ok(Reply::Error { message }) = serde_json::from_str(&line) {
+                    return Err(RedactError::Refused(message));
+                }
+            }
+            return Err(io("send to the node")(source));
+        }
         let line = self
             .lines
             .next_line()
