@@ -28,7 +28,7 @@
 //!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
 //!   connections, when followers serve what the leader acknowledged, failover time after
 //!   `kill -9` of the leader, and the catch-up speed of a wiped follower.
-//! - `annal-bench tls [--seconds N]` runs a plain and a TLS node in-process side by side and
+//! - `annal-bench tls [--seconds N] [--rounds N] [--only c16,c64,feed,connect]` runs a plain and a TLS node in-process side by side and
 //!   prints appends/s at 16 and 64 connections, feed pages/s and new connections/s (TLS
 //!   handshakes) over TLS as ratios to plain HTTP in the same run, and the time a certificate
 //!   reload takes.
@@ -101,7 +101,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench redact [--dir PATH]
        annal-bench disk [--seconds N] [--dir PATH]
        annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
-       annal-bench tls [--seconds N]
+       annal-bench tls [--seconds N] [--rounds N] [--only c16,c64,feed,connect]
        annal-bench subs [--url http://127.0.0.1:2113] [--events N]
        annal-bench projections [--events N] [--dir PATH]
        annal-bench instructions [--appends N]   (needs valgrind)

@@ -168,8 +168,14 @@ fn run(args: &Args) -> Result<(), String> {
         for (label, addr, t) in targets {
             http::preload_with(addr, t, &format!("tls-{run}-{label}-read"), len, &payload).await?;
         }
+        // `--only c16,c64,feed,connect` runs those workloads alone (e.g. to profile one).
+        let keys = ["c16", "c64", "feed", "connect"];
+        let wanted = |w: usize| args.only.as_ref().is_none_or(|o| o.iter().any(|k| k == keys[w]));
         for round in 0..rounds {
             for (w, name) in names.iter().enumerate() {
+                if !wanted(w) {
+                    continue;
+                }
                 let mut rates = [(0.0, 0.0); 2];
                 // Alternate which node goes first, so drift in the machine's load evens out.
                 let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
