@@ -29,6 +29,9 @@ use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 use crate::subscriptions::Subscriptions;
 
+/// How often a single node tries again to start its services after a failure of the store.
+pub const SERVICES_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -266,8 +269,7 @@ impl Node {
         if self.config.cluster.is_cluster() && self.cluster.get().is_none() {
             self.start_cluster(local).await?;
         } else if !self.config.cluster.is_cluster() {
-            self.subscriptions().start().await?;
-            self.projections().start().await?;
+            self.start_services().await;
         }
         if self.config.enable_unix_socket {
             crate::redact::server::start(self.clone())
@@ -332,6 +334,38 @@ impl Node {
                 }
             }
         }));
+        Ok(())
+    }
+
+    /// Starts a single node's services (persistent subscriptions, projections). A failure of the
+    /// store on the way (a write refused or dropped) does not keep the node from serving: it is
+    /// logged, and the start is tried again every [`SERVICES_RETRY`] until it succeeds or the node
+    /// shuts down (meanwhile the services' routes answer as when they are not running).
+    async fn start_services(self: &Arc<Self>) {
+        let Err(e) = self.try_start_services().await else { return };
+        tracing::warn!(error = %e, "persistent subscriptions or projections could not start; retrying");
+        let node = Arc::downgrade(self);
+        let mut stop = self.shutdown_requested();
+        let env = self.env.clone();
+        self.env.rt.spawn(Box::pin(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = env.rt.sleep(SERVICES_RETRY) => {}
+                }
+                let Some(node) = node.upgrade() else { return };
+                match node.try_start_services().await {
+                    Ok(()) => return tracing::info!("persistent subscriptions and projections started"),
+                    Err(e) => tracing::debug!(error = %e, "persistent subscriptions or projections could not start; retrying"),
+                }
+            }
+        }));
+    }
+
+    async fn try_start_services(&self) -> Result<(), NodeError> {
+        self.subscriptions().start().await?;
+        self.projections().start().await?;
         Ok(())
     }
 

@@ -24,7 +24,9 @@
 //! stops and starts tasks. `disable` lets the task finish its batch and write a final
 //! checkpoint; `abort` stops it without one; `reset` raises the version and starts a new epoch,
 //! so the projection processes the log again from the start and its output of older epochs no
-//! longer counts.
+//! longer counts. A failure of the store (a read or write error, a read-only store) does not
+//! fault a projection: it starts again from its checkpoint a second later, until the store
+//! serves again; only its query or its output streams can fault it.
 //!
 //! Invariants: at most one task per projection (each task has an id, and what a replaced task
 //! reports is ignored); a checkpoint is written only after everything
@@ -64,6 +66,9 @@ pub const BATCH_RECORDS_MAX: usize = 4096;
 /// Times a projection reads an emitted stream's head again after a refused write, per batch,
 /// before it faults.
 pub const WRITE_RETRIES_MAX: usize = 5;
+/// How long a projection stopped by a storage failure waits before it starts again from its
+/// checkpoint.
+pub const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// The status reason of a projection whose configuration forbids emitting.
 const EMIT_NOT_ALLOWED: &str = "'emit' is not allowed by the projection/configuration/mode";
 
@@ -280,6 +285,9 @@ enum WriteFailure {
     NotLeader,
     /// The projection faults.
     Fault(String),
+    /// The store failed (an I/O error, a group dropped, a read-only store): the projection starts
+    /// again from its checkpoint a moment later ([`Projections::storage_failed`]).
+    Storage(String),
 }
 
 impl Projections {
@@ -643,6 +651,28 @@ impl Projections {
         }
     }
 
+    /// Ends task `id` after a failure of the store, which may pass (a failed read or write, a
+    /// group dropped before it committed, a store read-only until the node restarts): the
+    /// projection keeps its state and starts again from its last checkpoint after
+    /// [`STORAGE_RETRY`], unless it was stopped, replaced or faulted meanwhile. Its output stays
+    /// exactly once: the new task learns what each emitted stream holds before it writes.
+    fn storage_failed(&self, name: &str, id: u64, reason: String) {
+        tracing::warn!(projection = name, %reason, "projection stopped by a storage failure; it starts again from its checkpoint");
+        self.report(name, id, |e| e.reason = format!("{reason} (starting again from the last checkpoint)"));
+        let (me, env, name) = (self.me.clone(), self.env.clone(), name.to_string());
+        self.env.rt.spawn(Box::pin(async move {
+            env.rt.sleep(STORAGE_RETRY).await;
+            let Some(me) = me.upgrade() else { return };
+            let current = lock(&me.inner)
+                .projections
+                .get(&name)
+                .is_some_and(|e| e.state == RunState::Running && e.run.as_ref().is_some_and(|r| r.id == id));
+            if current {
+                me.restart(&name);
+            }
+        }));
+    }
+
     fn fault(&self, name: &str, id: u64, reason: String) {
         tracing::warn!(projection = name, %reason, "projection faulted");
         self.report(name, id, |e| {
@@ -671,7 +701,7 @@ impl Projections {
                 Some(tag.position)
             }
             Ok(_) => None,
-            Err(e) => return self.fault(&name, id, format!("cannot read the checkpoint: {e}")),
+            Err(e) => return self.storage_failed(&name, id, format!("cannot read the checkpoint: {e}")),
         };
         let start = from.unwrap_or(0);
         self.report(&name, id, |e| {
@@ -691,7 +721,9 @@ impl Projections {
                 None => match read_batch(&mut follow, &handler, &mut stop, batch_max).await {
                     Read::Batch(b) => b,
                     Read::Stop(how) => break how,
-                    Read::Failed(e) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+                    Read::Failed(e) => {
+                        return self.storage_failed(&name, id, format!("cannot read the log: {e}"))
+                    }
                 },
             };
             let count = batch.emits.len() as u64;
@@ -710,6 +742,7 @@ impl Projections {
                 Ok(()) => {}
                 Err(WriteFailure::NotLeader) => break Stop::Now,
                 Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
+                Err(WriteFailure::Storage(reason)) => return self.storage_failed(&name, id, reason),
             }
             progress.batch(batch.handled, batch.last_handled, batch.end);
             let pos = progress.position();
@@ -729,20 +762,22 @@ impl Projections {
                         progress.checkpointed(now);
                         last_checkpoint = Some(pos);
                     }
-                    Err(reason) => return self.fault(&name, id, reason),
+                    Err(reason) => return self.storage_failed(&name, id, reason),
                 }
             }
             match more {
                 None => {}
                 Some(Read::Batch(b)) => next = Some(b),
                 Some(Read::Stop(how)) => break how,
-                Some(Read::Failed(e)) => return self.fault(&name, id, format!("cannot read the log: {e}")),
+                Some(Read::Failed(e)) => {
+                    return self.storage_failed(&name, id, format!("cannot read the log: {e}"))
+                }
             }
         };
         if how == Stop::Graceful && last_checkpoint != Some(progress.position()) {
             let pos = progress.position();
             if let Err(reason) = self.write_checkpoint(&def, &name, id, pos).await {
-                return self.fault(&name, id, reason);
+                return self.storage_failed(&name, id, reason);
             }
         }
         self.report(&name, id, |e| {
@@ -768,7 +803,7 @@ impl Projections {
                             .collect::<Result<Vec<_>, StorageError>>()
                     })
                     .await
-                    .map_err(|e| WriteFailure::Fault(format!("cannot read an emitted stream: {e}")))?;
+                    .map_err(|e| WriteFailure::Storage(format!("cannot read an emitted stream: {e}")))?;
                 for (s, h) in heads {
                     emitted.learn(s, h);
                 }
@@ -807,6 +842,9 @@ impl Projections {
                         emitted.drop_stream(&mut pending, &w.stream);
                     }
                     Err(WriteError::NotLeader) => return Err(WriteFailure::NotLeader),
+                    Err(e @ WriteError::Storage(_)) => {
+                        return Err(WriteFailure::Storage(format!("cannot write to {}: {e}", w.stream)))
+                    }
                     Err(e) => return Err(WriteFailure::Fault(format!("cannot write to {}: {e}", w.stream))),
                 }
             }
