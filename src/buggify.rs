@@ -100,11 +100,14 @@ pub enum Bug {
     /// The commit pipeline's checkpoint stage, after a failed flush of `writer.chk`, still
     /// acknowledges the groups that waited behind the one it was for.
     AckAfterFailedCheckpoint,
+    /// A projection that restarts from an older checkpoint writes again the emits its output
+    /// streams already hold (it ignores their last tags).
+    ProjectionReemitsCovered,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 23] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -127,6 +130,7 @@ impl Bug {
         Bug::SubCheckpointAhead,
         Bug::SubPinnedIgnoresHolder,
         Bug::AckAfterFailedCheckpoint,
+        Bug::ProjectionReemitsCovered,
     ];
 
     /// The switch's command-line name.
@@ -154,6 +158,7 @@ impl Bug {
             Bug::SubCheckpointAhead => "sub-checkpoint-ahead",
             Bug::SubPinnedIgnoresHolder => "sub-pinned-ignores-holder",
             Bug::AckAfterFailedCheckpoint => "ack-after-failed-checkpoint",
+            Bug::ProjectionReemitsCovered => "projection-reemits-covered",
         }
     }
 

@@ -41,6 +41,7 @@
 //!   source text, and the added or replaced member written as `"$tb":N`.
 
 mod json;
+pub mod projections;
 
 #[cfg(test)]
 mod tests;

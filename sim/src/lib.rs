@@ -29,11 +29,17 @@
 //! producer and competing HTTP consumers of one group that ack, nack with every action, time out
 //! and vanish, checked by [`checker::subscriptions`] ([`subs`]).
 //!
+//! The projections scenario ([`Scenario::Projections`], one node) runs the system projections
+//! while a producer writes streams of a few categories; their output streams must hold what the
+//! reference fold of the `model` crate computes from the log ([`projections`],
+//! [`checker::projections`]).
+//!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
 //! between cluster members), [`maintenance`] (the backup copier and the redactions), [`subs`] (the subscription
-//! scenario's producer, consumers and observations), [`shared`] (trace and
+//! scenario's producer, consumers and observations), [`projections`] (the projections
+//! scenario's producer and final reads), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
 pub mod campaign;
@@ -43,6 +49,7 @@ pub mod history;
 pub mod maintenance;
 pub mod network;
 pub mod panics;
+pub mod projections;
 pub mod rig;
 pub mod rollover;
 pub mod scenario;

@@ -9,11 +9,12 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
-//!          --scenario faults|backup|redact|certs|subs (backup, redact: one node; backups by the
-//!          copy tool, each restored and checked, or redactions with a crash at every step of the
-//!          switch; certs: a TLS cluster, of three unless --cluster says otherwise, whose
-//!          certificates are rolled under load and after healing; subs: one node or a cluster,
-//!          competing consumers of a persistent subscription group)
+//!          --scenario faults|backup|redact|certs|subs|projections (backup, redact: one node;
+//!          backups by the copy tool, each restored and checked, or redactions with a crash at
+//!          every step of the switch; certs: a TLS cluster, of three unless --cluster says
+//!          otherwise, whose certificates are rolled under load and after healing; subs: one node
+//!          or a cluster, competing consumers of a persistent subscription group; projections:
+//!          one node running the system projections, checked against a reference fold)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -73,8 +74,9 @@ fn parse() -> Result<Args, String> {
             }
             "--scenario" => {
                 let v = val(i)?;
-                a.base.scenario = Scenario::parse(&v)
-                    .ok_or(format!("unknown scenario {v}; known: faults, backup, redact, certs, subs"))?;
+                a.base.scenario = Scenario::parse(&v).ok_or(format!(
+                    "unknown scenario {v}; known: faults, backup, redact, certs, subs, projections"
+                ))?;
             }
             "--bug" => {
                 let v = val(i)?;
@@ -117,7 +119,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

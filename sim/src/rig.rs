@@ -173,7 +173,11 @@ impl Rig {
             (plan.disk.lost_write, plan.disk.misdirect) = (0.0, 0.0);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a55_0000_0000_0001);
-        let config = node_config(&mut rng);
+        let mut config = node_config(&mut rng);
+        if opts.scenario == crate::scenario::Scenario::Projections {
+            config.run_projections = annal::config::RunProjections::System;
+            config.start_standard_projections = true;
+        }
         let workload = WorkloadConfig {
             node: name.clone(),
             streams: rng.gen_range(2..9),

@@ -95,12 +95,22 @@ pub enum Scenario {
     /// Competing consumers of a persistent subscription group that ack, nack, time out and
     /// vanish ([`crate::subs`], [`crate::checker::subscriptions`]); one node or a cluster.
     Subs,
+    /// The system projections run while a producer writes streams of a few categories; their
+    /// output must be what the reference fold computes from the log ([`crate::projections`],
+    /// [`crate::checker::projections`]); one node.
+    Projections,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 5] =
-        [Scenario::Faults, Scenario::Backup, Scenario::Redact, Scenario::Certs, Scenario::Subs];
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Faults,
+        Scenario::Backup,
+        Scenario::Redact,
+        Scenario::Certs,
+        Scenario::Subs,
+        Scenario::Projections,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -110,6 +120,7 @@ impl Scenario {
             Scenario::Redact => "redact",
             Scenario::Certs => "certs",
             Scenario::Subs => "subs",
+            Scenario::Projections => "projections",
         }
     }
 
@@ -388,6 +399,9 @@ pub fn run(opts: &Options) -> RunResult {
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
     let subs = (opts.scenario == Scenario::Subs).then(|| crate::subs::start(&mut sim, &rigs, opts.duration));
+    if opts.scenario == Scenario::Projections {
+        crate::projections::start(&mut sim, &rigs, opts.duration);
+    }
     let mut redactions = Vec::new();
     let mut redactor = ChaCha8Rng::seed_from_u64(seed ^ 0x4ed4_0000_0000_000a);
 
@@ -597,6 +611,8 @@ pub fn run(opts: &Options) -> RunResult {
         }
     }
     let subs_stream = subs.as_ref().and_then(|_| crate::subs::final_stream(&rigs));
+    let projected = (opts.scenario == Scenario::Projections && crate::panics::seen() == 0)
+        .then(|| crate::projections::Outcome::read(&rigs));
     let mut logs = Vec::new();
     if opts.cluster && failures.is_empty() && crate::panics::seen() == 0 {
         // Let followers catch up with the leader (bounded), then read every member's committed log.
@@ -711,6 +727,15 @@ pub fn run(opts: &Options) -> RunResult {
         let report = crate::checker::subscriptions::check(&rec.borrow(), subs_stream.as_deref(), &restarts);
         trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
         failures.extend(report.failures);
+    }
+    match projected {
+        Some(Ok(outcome)) => {
+            let report = crate::checker::projections::check(&outcome.log, &outcome.outputs);
+            trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
+            failures.extend(report.failures);
+        }
+        Some(Err(e)) => failures.push(format!("projections: the node could not be read at the end: {e}")),
+        None => {}
     }
     {
         // The maintenance scenarios' own checks, on node 0 (their runs have one node).

@@ -186,7 +186,7 @@ pub struct Record {
 /// The record of a run, shared by the subscriber host and the harness.
 pub type Recorded = Rc<RefCell<Record>>;
 
-fn request(
+pub(crate) fn request(
     method: &str,
     path: &str,
     accept: Option<&str>,
@@ -209,17 +209,17 @@ fn request(
 
 /// Clients of every member; requests go to the current one, and move on after a failure or a
 /// refusal (a follower answers 503 for subscriptions).
-struct Members {
+pub(crate) struct Members {
     clients: Vec<Client>,
     at: usize,
 }
 
 impl Members {
-    fn new(members: &[String]) -> Members {
+    pub(crate) fn new(members: &[String]) -> Members {
         Members { clients: members.iter().map(|m| Client::new(m, PORT, TIMEOUT)).collect(), at: 0 }
     }
 
-    async fn send(&mut self, req: http::Request<Full<Bytes>>) -> Option<Resp> {
+    pub(crate) async fn send(&mut self, req: http::Request<Full<Bytes>>) -> Option<Resp> {
         let k = self.at;
         match self.clients[k].send(req).await {
             Ok(r) if r.status == 503 || r.status == 307 => {
@@ -235,7 +235,7 @@ impl Members {
     }
 }
 
-fn random_id(rng: &mut ChaCha8Rng) -> Id {
+pub(crate) fn random_id(rng: &mut ChaCha8Rng) -> Id {
     let mut id = [0u8; 16];
     rng.fill(&mut id[..]);
     id[6] = (id[6] & 0x0f) | 0x40;

@@ -112,6 +112,23 @@ fn subscriptions_scenario() {
     meta(&Options::with_scenario(3, Scenario::Subs)).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The projections scenario: its corpus and fresh seeds; the producer's outputs are compared
+/// with the reference fold (and there are some); a seed replays exactly.
+#[test]
+fn projections_scenario() {
+    let seeds = with_scenario_corpus(Scenario::Projections, None, 0..16);
+    let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Projections));
+    show(&s.line("scenario projections", seeds.len()));
+    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "scenario projections: failing seeds: {failed:?}");
+    let r = annal_sim::run(&Options::with_scenario(2, Scenario::Projections));
+    let line = r.trace.iter().find(|l| l.contains(" outputs compared in ")).cloned().unwrap_or_default();
+    let compared: u64 =
+        line.split("; ").nth(1).and_then(|p| p.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(compared > 100 && line.contains(" 0 differing"), "{line}");
+    meta(&Options::with_scenario(3, Scenario::Projections)).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn determinism_canary() {
     for seed in [1, 2, 3] {

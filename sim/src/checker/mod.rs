@@ -59,6 +59,7 @@ pub mod linearizability;
 pub mod liveness;
 pub mod no_panic;
 pub mod one_leader;
+pub mod projections;
 pub mod protocol;
 pub mod published;
 pub mod redaction;
