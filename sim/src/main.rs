@@ -14,7 +14,8 @@
 //!          every step of the switch; certs: a TLS cluster, of three unless --cluster says
 //!          otherwise, whose certificates are rolled under load and after healing; subs: one node
 //!          or a cluster, competing consumers of a persistent subscription group; projections:
-//!          one node running the system projections, checked against a reference fold)
+//!          one node or a cluster running the system projections, checked against a reference
+//!          fold)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -112,8 +113,14 @@ fn parse() -> Result<Args, String> {
     } else if !a.base.scenario.clusters() && (a.base.cluster || a.base.nodes != 1) {
         return Err(format!("--scenario {} runs one node (no --nodes or --cluster)", a.base.scenario.name()));
     }
-    if a.base.scenario == Scenario::Subs && a.base.nodes != 1 && !a.base.cluster {
-        return Err("--scenario subs runs one node or a cluster (--cluster N), not --nodes".into());
+    if matches!(a.base.scenario, Scenario::Subs | Scenario::Projections)
+        && a.base.nodes != 1
+        && !a.base.cluster
+    {
+        return Err(format!(
+            "--scenario {} runs one node or a cluster (--cluster N), not --nodes",
+            a.base.scenario.name()
+        ));
     }
     Ok(a)
 }

@@ -74,7 +74,6 @@ pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
     sim.client(PRODUCER, async move {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e0_0000_0000_0007);
         let mut http = Members::new(&members);
-        let events = "application/vnd.eventstore.events+json";
         // Events whose append was acknowledged, for links to point at.
         let mut written: Vec<(i64, String)> = Vec::new();
         let (mut appended, mut linked) = (0u64, 0u64);
@@ -87,9 +86,7 @@ pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
                     "[{{\"eventId\":\"{}\",\"eventType\":\"$>\",\"data\":\"{n}@{target}\"}}]",
                     uuid::Uuid::from_bytes(random_id(&mut rng))
                 );
-                let r = http
-                    .send(request("POST", &format!("/streams/{stream}"), None, Some((events, body))))
-                    .await;
+                let r = append(&mut http, &stream, body, members.len()).await;
                 linked += u64::from(r.is_some_and(|r| r.status == 201));
                 continue;
             }
@@ -114,11 +111,7 @@ pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
                 })
                 .collect();
             let body = format!("[{}]", items.join(","));
-            let Some(r) =
-                http.send(request("POST", &format!("/streams/{stream}"), None, Some((events, body)))).await
-            else {
-                continue;
-            };
+            let Some(r) = append(&mut http, &stream, body, members.len()).await else { continue };
             // The location names the first event of the write.
             let first = (r.status == 201)
                 .then(|| r.header("location").and_then(|l| l.rsplit('/').next()?.parse::<i64>().ok()))
@@ -135,6 +128,29 @@ pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
     });
 }
 
+/// Appends `body` to `stream` at the current member, moving on to the next one (at most
+/// `members` tries) while the answer is a redirect to the leader or "not ready" (a cluster's
+/// follower or a member in an election).
+async fn append(
+    http: &mut Members,
+    stream: &str,
+    body: String,
+    members: usize,
+) -> Option<crate::client::Resp> {
+    let events = "application/vnd.eventstore.events+json";
+    let mut last = None;
+    for _ in 0..members {
+        let r = http
+            .send(request("POST", &format!("/streams/{stream}"), None, Some((events, body.clone()))))
+            .await;
+        match r {
+            Some(r) if r.status == 307 || r.status == 503 => last = Some(r),
+            other => return other,
+        }
+    }
+    last
+}
+
 /// What the node holds at the end of a run: its log (every record, in log order) and the output
 /// streams of [`outputs`] (their events' texts).
 pub struct Outcome {
@@ -145,9 +161,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Reads the node of `rigs[0]`; `Err` when it is not running or a read fails.
+    /// Reads the node (of a cluster, the running member with the longest committed log, where
+    /// the last leader's projections wrote); `Err` when none runs or a read fails.
     pub fn read(rigs: &[Rig]) -> Result<Outcome, String> {
-        let node = rigs[0].shared.node.borrow().clone().ok_or("the node is not running at the end")?;
+        let node = rigs
+            .iter()
+            .filter_map(|r| r.shared.node.borrow().clone())
+            .max_by_key(|n| n.store().log().committed())
+            .ok_or("no node is running at the end")?;
         let store = node.store();
         let wall = annal::env::Clock::wall_micros(&*rigs[0].clock);
         let mut log = Vec::new();

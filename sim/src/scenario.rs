@@ -97,7 +97,7 @@ pub enum Scenario {
     Subs,
     /// The system projections run while a producer writes streams of a few categories; their
     /// output must be what the reference fold computes from the log ([`crate::projections`],
-    /// [`crate::checker::projections`]); one node.
+    /// [`crate::checker::projections`]); one node or a cluster.
     Projections,
 }
 
@@ -138,7 +138,7 @@ impl Scenario {
     /// Whether the scenario runs on one node or, with `--cluster`, on a cluster (backup and
     /// redact run one node; certs always runs a cluster).
     pub fn clusters(self) -> bool {
-        matches!(self, Scenario::Faults | Scenario::Subs)
+        matches!(self, Scenario::Faults | Scenario::Subs | Scenario::Projections)
     }
 }
 

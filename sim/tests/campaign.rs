@@ -112,14 +112,21 @@ fn subscriptions_scenario() {
     meta(&Options::with_scenario(3, Scenario::Subs)).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// The projections scenario: its corpus and fresh seeds; the producer's outputs are compared
-/// with the reference fold (and there are some); a seed replays exactly.
+/// The projections scenario: its corpus and fresh seeds on one node, a few on a cluster of
+/// three; the producer's outputs are compared with the reference fold (and there are some); a
+/// seed replays exactly.
 #[test]
 fn projections_scenario() {
     let seeds = with_scenario_corpus(Scenario::Projections, None, 0..16);
     let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Projections));
     show(&s.line("scenario projections", seeds.len()));
-    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    let cluster = with_scenario_corpus(Scenario::Projections, Some(3), 4..8);
+    let c = run_and_report(&cluster, |seed| Options {
+        scenario: Scenario::Projections,
+        ..Options::cluster(seed, 3)
+    });
+    show(&c.line("scenario projections, clusters of three", cluster.len()));
+    let failed: Vec<u64> = s.failed.iter().chain(&c.failed).map(|r| r.options.seed).collect();
     assert!(failed.is_empty(), "scenario projections: failing seeds: {failed:?}");
     let r = annal_sim::run(&Options::with_scenario(2, Scenario::Projections));
     let line = r.trace.iter().find(|l| l.contains(" outputs compared in ")).cloned().unwrap_or_default();
