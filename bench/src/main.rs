@@ -24,6 +24,8 @@
 //!   `ack?ids=` per page), and the redelivery latency after a nack.
 //! - `annal-bench projections [--events N]` writes a log of N events (default 1,000,000) and
 //!   prints the events per second `$by_category` and `$by_event_type` process together.
+//! - `annal-bench projections-lag [--seconds N]` appends over 16 connections to a node running
+//!   the system projections and prints how far `$ce-` trails the appends (p50, p99, max).
 //! - `annal-bench cluster [--seconds N] [--rounds N] [--trials N]` starts a 3-node cluster of
 //!   `annal` processes and a single node on loopback and prints appends/s of both at 16 and 64
 //!   connections, when followers serve what the leader acknowledged, failover time after
@@ -55,6 +57,7 @@ mod disk;
 mod gen;
 mod http;
 mod instructions;
+mod lag;
 #[cfg(feature = "peers")]
 mod peers;
 mod projections;
@@ -104,6 +107,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench tls [--seconds N] [--rounds N] [--only c16,c64,feed,connect]
        annal-bench subs [--url http://127.0.0.1:2113] [--events N]
        annal-bench projections [--events N] [--dir PATH]
+       annal-bench projections-lag [--seconds N] [--dir PATH]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
@@ -204,6 +208,7 @@ fn main() {
         "http" => http::http_mode(&args),
         "subs" => subs::subs_mode(&args),
         "projections" => projections::projections_mode(&args),
+        "projections-lag" => lag::lag_mode(&args),
         "cluster" => cluster::cluster_mode(&args),
         "tls" => tls::tls_mode(&args),
         "instructions" => instructions::instructions(&args),
@@ -211,7 +216,7 @@ fn main() {
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, projections, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, projections, projections-lag, cluster, instructions, peers, disk)");
             std::process::exit(2);
         }
     }
