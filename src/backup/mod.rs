@@ -305,6 +305,9 @@ pub fn copy_data(
     };
     progress(bytes);
     let file = env.disk.open(&partial, OpenMode::ReadWrite).map_err(BackupError::io("open", &partial))?;
+    // The disk writes this copy while the next ones are made; the batch's syncs then wait for
+    // little (see `settle`).
+    file.start_writeback();
     Ok(Some(Unsynced { file, partial, to: to.to_path_buf(), bytes }))
 }
 

@@ -62,6 +62,11 @@ pub trait File: Send + Sync {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes every write so far (and the file length) durable.
     fn sync_data(&self) -> io::Result<()>;
+    /// Starts writing the file's dirty pages to the disk and returns without waiting for them: a
+    /// hint, which durability never rests on (only [`File::sync_data`] makes writes durable).
+    /// A copy that calls it after each file lets the disk write one while the next is copied,
+    /// instead of all of them at the sync. Files without a page cache ignore it.
+    fn start_writeback(&self) {}
     /// Truncates or extends (with zeros) the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length in bytes.
