@@ -61,6 +61,63 @@ async fn handshake(tls: &Tls, conn: Box<dyn Conn>) -> Result<Box<dyn Conn>, Acce
         }
     }
     let config = tls.current().http.clone();
-    let stream = tokio_rustls::TlsAcceptor::from(config).accept(io).await.map_err(AcceptError::Handshake)?;
+    let stream =
+        tokio_rustls::TlsAcceptor::from(config).accept(OneSend(io)).await.map_err(AcceptError::Handshake)?;
     Ok(Box::new(stream))
+}
+
+/// The socket under rustls, which hands it its records as a vectored write even when there is
+/// one (a small reply is one record): one buffer goes out as a plain write (`send`), which costs
+/// the kernel less than `writev`; several go out together as before.
+struct OneSend<T>(T);
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for OneSend<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for OneSend<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        let mut full = bufs.iter().filter(|b| !b.is_empty());
+        match (full.next(), full.next()) {
+            (Some(one), None) => std::pin::Pin::new(&mut self.0).poll_write(cx, one),
+            (None, _) => std::task::Poll::Ready(Ok(0)),
+            _ => std::pin::Pin::new(&mut self.0).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }
