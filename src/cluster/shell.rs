@@ -183,6 +183,7 @@ impl Cluster {
         env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
         env.rt.spawn(Box::pin(cluster.clone().ticks()));
         env.rt.spawn(Box::pin(cluster.clone().watch_durable()));
+        env.rt.spawn(Box::pin(cluster.clone().watch_written()));
         env.rt.spawn(Box::pin(cluster.clone().drive(core, rx)));
         Ok(cluster)
     }
@@ -236,6 +237,18 @@ impl Cluster {
             seen = self.store.durable_watermark().wait_until(|v| v > seen).await;
             if self.is_stopped() || self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err()
             {
+                return;
+            }
+        }
+    }
+
+    /// Tells the core of a leader's groups as soon as they are written, before their sync, so
+    /// it ships them to the followers while the leader syncs them.
+    async fn watch_written(self: Arc<Self>) {
+        let mut seen = self.store.written_watermark().get();
+        loop {
+            seen = self.store.written_watermark().wait_until(|v| v > seen).await;
+            if self.is_stopped() || self.inbox.send(Input::Written { end: seen }).is_err() {
                 return;
             }
         }
@@ -639,8 +652,8 @@ struct Shipment {
     end: u64,
 }
 
-/// Reads what to ship from `from`: whole durable records (at most [`SHIP_BATCH_BYTES`], at least
-/// one record, none at or past `upto`); or, when `from` starts a chunk the leader scavenged,
+/// Reads what to ship from `from`: whole written records, durable or not (at most
+/// [`SHIP_BATCH_BYTES`], at least one record, none at or past `upto`); or, when `from` starts a chunk the leader scavenged,
 /// every record that chunk kept, in pieces, to be put in service whole.
 fn read_shipment(store: &Store, from: u64, upto: u64) -> Result<Shipment, crate::log::LogError> {
     let log = store.log();
@@ -669,7 +682,8 @@ fn read_shipment(store: &Store, from: u64, upto: u64) -> Result<Shipment, crate:
         pieces.push((Bytes::from(buf), Some(ChunkPart { start, end, last: true }), hi));
         return Ok(Shipment { pieces, end: hi });
     }
-    let mut scan = log.scan_durable(from).until(upto);
+    // A leader ships what it wrote, synced or not (its own sync runs meanwhile).
+    let mut scan = log.scan_written(from, upto);
     let mut out = Vec::new();
     let mut end = from;
     let mut expect = from;

@@ -412,21 +412,28 @@ impl Store {
         // A single node's pipeline: only the data is synced here; `writer.chk` follows in the
         // checkpoint stage while the next group is staged and synced.
         let pipelined = !self.cfg.replicated;
+        // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
+        // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
+        // callers get a storage error (to them the outcome is unknown; here it is "not written").
+        // In the pipeline its checkpoint is flushed first, so that it is durable when dropped.
+        // A cluster's leader decides it before the group is announced to the followers: a group
+        // they may hold is never dropped by the leader that shipped it.
+        let drop_group = |end: u64| end > start && crate::buggify!();
         let mut commit = if staged_any || self.log.is_poisoned() {
-            if pipelined { w.flush_data() } else { w.flush() }.map_err(StorageError::from)
+            if pipelined {
+                w.flush_data().map_err(StorageError::from)
+            } else {
+                self.write_out_and_flush(&mut w, start, drop_group)
+            }
         } else if pipelined {
             Ok(w.position())
         } else {
             Ok(self.log.committed())
         };
-        // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
-        // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
-        // callers get a storage error (to them the outcome is unknown; here it is "not written").
-        // In the pipeline its checkpoint is flushed first, so that it is durable when dropped.
-        if matches!(commit, Ok(end) if end > start) && crate::buggify!() {
+        if pipelined && matches!(commit, Ok(end) if drop_group(end)) {
             let flushed = match commit {
-                Ok(end) if pipelined => self.log.flush_checkpoint(end).map(|_| ()),
-                _ => Ok(()),
+                Ok(end) => self.log.flush_checkpoint(end).map(|_| ()),
+                Err(_) => Ok(()),
             };
             commit = match flushed.and_then(|()| w.truncate_to(start)) {
                 Ok(()) => Err(StorageError::Io("the group was dropped before it committed".into())),
@@ -507,6 +514,30 @@ impl Store {
             }
         }
         (out, staged_at, committed_at, None)
+    }
+}
+
+impl Store {
+    /// A cluster leader's flush of a staged group starting at `start`: hands the records to the
+    /// files, announces them ([`Store::written_watermark`]) so the shell ships them to the
+    /// followers while this thread syncs them, then syncs data and `writer.chk`. A group `drop`
+    /// picks (the simulator's) is never announced: it is flushed and dropped again.
+    fn write_out_and_flush(
+        &self,
+        w: &mut crate::log::LogWriter,
+        start: u64,
+        drop: impl Fn(u64) -> bool,
+    ) -> Result<u64, StorageError> {
+        let end = w.write_out()?;
+        if drop(end) {
+            w.flush()?;
+            w.truncate_to(start)?;
+            return Err(StorageError::Io("the group was dropped before it committed".into()));
+        }
+        if end > start {
+            self.written.raise(end);
+        }
+        Ok(w.flush()?)
     }
 }
 
