@@ -1749,6 +1749,32 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_ships_what_it_wrote_before_its_sync_and_commits_only_what_it_holds_durably() {
+        let mut net = Net::new(&[0, 0, 0]);
+        net.tick(0, ET * 2);
+        net.settle();
+        assert_eq!(net.leaders(), vec![0]);
+        assert_eq!(net.cores[0].committed(), 2, "the epoch record");
+        // Written, not yet synced: shipped at once, and both followers make it durable.
+        net.logs[0].extend_from_slice(&[1, 9]);
+        net.input(0, Input::Written { end: 4 });
+        net.settle();
+        assert_eq!(net.logs[1], net.logs[0], "the follower holds the unsynced write");
+        assert_eq!(net.logs[2], net.logs[0]);
+        assert_eq!(net.cores[0].committed(), 2, "a quorum of followers, but the leader's own sync is not done");
+        // A restart would lose what is not durable: the follower's published position never
+        // passes what the leader committed.
+        assert_eq!(net.cores[1].committed(), 2);
+        // The leader's sync completes: now it commits, and tells the followers.
+        net.input(0, Input::Durable { end: 4, epochs: Vec::new() });
+        net.settle();
+        assert_eq!(net.cores[0].committed(), 4);
+        assert_eq!(net.cores[1].committed(), 4);
+        // A report of written records is ignored by a node that does not lead.
+        assert!(net.cores[1].step(Input::Written { end: 100 }).is_empty());
+    }
+
+    #[test]
     fn an_election_makes_one_master_and_followers_that_hold_its_writes() {
         let mut net = Net::new(&[0, 0, 0]);
         net.tick(1, ET * 2);

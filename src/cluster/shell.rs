@@ -75,6 +75,9 @@ pub struct Cluster {
     mastered: crate::env::Watermark,
     /// Set by [`Cluster::fatal`]: the driver stops and incoming messages are dropped.
     stopped: std::sync::atomic::AtomicBool,
+    /// Where committed records are published ([`Effect::Commit`]), one release after another
+    /// in the order the core decided them.
+    release_lane: Box<dyn crate::env::Lane>,
 }
 
 fn epoch_of(e: &EpochRecord) -> Epoch {
@@ -179,6 +182,7 @@ impl Cluster {
             outgoing: Mutex::new(BTreeMap::new()),
             mastered: crate::env::Watermark::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            release_lane: env.rt.lane("annal-release"),
         });
         env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
         env.rt.spawn(Box::pin(cluster.clone().ticks()));
@@ -519,7 +523,9 @@ impl Cluster {
             }
             Effect::Ship { to, subscription, from, upto, commit } => {
                 let store = self.store.clone();
-                let read = self.env.blocking(move || read_shipment(&store, from, upto)).await;
+                // What was just written is in memory: read on this task then, without two thread
+                // hand-offs; on the blocking pool when a read would wait for the device.
+                let read = self.env.read_job(move || read_shipment(&store, from, upto)).await;
                 match read {
                     Ok(shipment) => {
                         let end = shipment.end;
@@ -570,8 +576,21 @@ impl Cluster {
                     st.committed = st.committed.max(upto);
                 }
                 let store = self.store.clone();
-                if let Err(e) = self.env.blocking(move || store.release(upto)).await {
-                    tracing::error!(upto, error = %e, "publishing committed records failed");
+                let released = self.release_lane.run(Box::new(move || {
+                    if let Err(e) = store.release(upto) {
+                        tracing::error!(upto, error = %e, "publishing committed records failed");
+                    }
+                }));
+                // A leader waits: its answers and its opening for writes (once its epoch record
+                // commits) come after the release. A follower goes on staging, flushing and
+                // acknowledging the leader's records while it publishes: its acknowledgements
+                // are on the path of every write; its publishing only on that of its own readers.
+                // (Releases stay in order on their lane; a truncation never reaches below what
+                // the core committed, so it never meets a release.)
+                if core.is_leader() {
+                    released.await;
+                } else {
+                    drop(released);
                 }
                 None
             }
