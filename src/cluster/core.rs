@@ -1761,7 +1761,11 @@ mod tests {
         net.settle();
         assert_eq!(net.logs[1], net.logs[0], "the follower holds the unsynced write");
         assert_eq!(net.logs[2], net.logs[0]);
-        assert_eq!(net.cores[0].committed(), 2, "a quorum of followers, but the leader's own sync is not done");
+        assert_eq!(
+            net.cores[0].committed(),
+            2,
+            "a quorum of followers, but the leader's own sync is not done"
+        );
         // A restart would lose what is not durable: the follower's published position never
         // passes what the leader committed.
         assert_eq!(net.cores[1].committed(), 2);

@@ -181,7 +181,8 @@ impl Store {
                 let failed = {
                     let mut gate = lock(&self.gate);
                     gate.checkpoint_target = durable;
-                    let at = gate.awaiting.iter().position(|a| a.end > durable).unwrap_or(gate.awaiting.len());
+                    let at =
+                        gate.awaiting.iter().position(|a| a.end > durable).unwrap_or(gate.awaiting.len());
                     gate.awaiting.split_off(at)
                 };
                 let answered = !failed.is_empty();
