@@ -1,13 +1,15 @@
 //! Model checking the cluster core (`src/cluster/core.rs`) with `stateright`: three real `Core`s
 //! (not a copy of their logic) over a network that loses, reorders, delays and duplicates messages, with
 //! crashes that keep only what was made durable, election timeouts at any moment, client writes
-//! on whoever leads and a leader asked to resign. Every reachable state within the bounds is explored.
+//! on whoever leads (written first, shipped at once, synced by a later step of their own, so a
+//! leader may crash holding less than it shipped) and a leader asked to resign. Every reachable state within the bounds is explored.
 //!
 //! Properties:
 //! - at most one leader per term (epoch number);
 //! - every position any node ever published (committed) holds the same bytes on every node that
 //!   publishes it, and every later leader's log starts with all of them;
-//! - a follower publishes nothing past what a leader committed;
+//! - a follower publishes nothing past what a leader committed, and no node publishes past what
+//!   it holds durably;
 //! - effects are well formed (a follower's write starts at its log's end).
 //!
 //! Each property is proven by a bug switch it catches (`src/buggify.rs`). The bounded check runs
@@ -80,8 +82,11 @@ fn epochs_in(log: &[u8], base: usize) -> Vec<Epoch> {
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct Node {
     core: Core,
-    /// The node's log (all of it is durable: the shell flushes before reporting).
+    /// The node's log: a follower's is durable as it is written (the shell flushes before
+    /// reporting); a leader's client writes are durable only up to `durable`.
     log: Vec<u8>,
+    /// How much of `log` is durable (a crash keeps only that).
+    durable: usize,
     /// `proposal.chk`.
     proposal: u64,
     up: bool,
@@ -120,6 +125,8 @@ enum Action {
     Timeout(usize),
     Heartbeat(usize),
     Write(usize),
+    /// A leader's sync of what it wrote.
+    Sync(usize),
     Crash(usize),
     Resign(usize),
 }
@@ -148,10 +155,15 @@ impl ClusterModel {
                         let node = &mut s.nodes[i];
                         let position = node.log.len() as u64;
                         node.log.extend_from_slice(&[0x80 | number as u8, i as u8]);
+                        node.durable = node.log.len();
                         let epoch = epochs_in(&node.log[position as usize..], position as usize)[0];
                         queue.push_back((i, Input::EpochWritten { epoch, end: node.log.len() as u64 }));
                     }
-                    Effect::Truncate { to } => s.nodes[i].log.truncate(to as usize),
+                    Effect::Truncate { to } => {
+                        let node = &mut s.nodes[i];
+                        node.log.truncate(to as usize);
+                        node.durable = node.durable.min(node.log.len());
+                    }
                     Effect::Write { from, end, data, .. } => {
                         let node = &mut s.nodes[i];
                         if from as usize != node.log.len() || end - from != data.len() as u64 {
@@ -161,6 +173,7 @@ impl ClusterModel {
                         }
                         let epochs = epochs_in(&data, from as usize);
                         node.log.extend_from_slice(&data);
+                        node.durable = node.log.len();
                         queue.push_back((i, Input::Durable { end: node.log.len() as u64, epochs }));
                     }
                     Effect::Ship { to, subscription, from, upto, commit } => {
@@ -176,7 +189,7 @@ impl ClusterModel {
                                 from,
                                 end: end as u64,
                                 data,
-                                leader_end: log.len() as u64,
+                                leader_end: s.nodes[i].durable as u64,
                                 commit,
                                 lease: s.nodes[i].core.now().as_micros() as u64,
                                 part: None,
@@ -199,9 +212,11 @@ impl ClusterModel {
                             ));
                             return;
                         }
-                        if upto > log.len() {
-                            s.violation =
-                                Some(format!("node {i} published {upto} past its log's end {}", log.len()));
+                        if upto > s.nodes[i].durable {
+                            s.violation = Some(format!(
+                                "node {i} published {upto} past what it holds durably ({})",
+                                s.nodes[i].durable
+                            ));
                             return;
                         }
                         let common = upto.min(s.committed.len());
@@ -219,6 +234,14 @@ impl ClusterModel {
                     }
                     Effect::Refused(_) => {}
                 }
+            }
+            let node = &mut s.nodes[i];
+            if !node.core.is_leader() && node.durable < node.log.len() {
+                // A deposed leader's sync of what it wrote still completes (the node's writer
+                // finishes it before a follower's write or truncation can run) and is reported
+                // before anything else reaches the core.
+                node.durable = node.log.len();
+                queue.push_front((i, Input::Durable { end: node.durable as u64, epochs: Vec::new() }));
             }
             let node = &s.nodes[i];
             if node.core.is_leader() {
@@ -257,6 +280,7 @@ impl Model for ClusterModel {
             .map(|i| Node {
                 core: Core::new(settings(i), Persisted::default(), Duration::ZERO, i as u64),
                 log: Vec::new(),
+                durable: 0,
                 proposal: 0,
                 up: true,
             })
@@ -300,6 +324,9 @@ impl Model for ClusterModel {
             if n.core.is_master() && s.budget.writes > 0 {
                 actions.push(Action::Write(i));
             }
+            if n.durable < n.log.len() {
+                actions.push(Action::Sync(i));
+            }
             if n.core.is_leader() && s.budget.resigns > 0 {
                 actions.push(Action::Resign(i));
             }
@@ -337,6 +364,12 @@ impl Model for ClusterModel {
                 let seq = self.budget.writes - s.budget.writes;
                 node.log.extend_from_slice(&[term, seq]);
                 let end = node.log.len() as u64;
+                self.run(&mut s, i, Input::Written { end });
+            }
+            Action::Sync(i) => {
+                let node = &mut s.nodes[i];
+                node.durable = node.log.len();
+                let end = node.durable as u64;
                 self.run(&mut s, i, Input::Durable { end, epochs: Vec::new() });
             }
             Action::Resign(i) => {
@@ -346,6 +379,8 @@ impl Model for ClusterModel {
             Action::Crash(i) => {
                 s.budget.crashes -= 1;
                 let node = &mut s.nodes[i];
+                // What was written and not synced is lost.
+                node.log.truncate(node.durable);
                 let persisted = Persisted {
                     proposal: node.proposal,
                     epochs: epochs_in(&node.log, 0),

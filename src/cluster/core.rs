@@ -277,6 +277,13 @@ pub enum Input {
         /// New epoch records, oldest first.
         epochs: Vec<Epoch>,
     },
+    /// A leader's records up to `end` are written to its log, not necessarily durable yet: they
+    /// may be shipped (the leader's own sync runs meanwhile), but count for the leader in a
+    /// quorum only once [`Input::Durable`] says so. Ignored by a node that does not lead.
+    Written {
+        /// The end of the written records.
+        end: u64,
+    },
     /// The epoch record [`Effect::WriteEpoch`] asked for is durable, ending at `end`.
     EpochWritten {
         /// The epoch.
@@ -469,7 +476,8 @@ pub struct Core {
     /// [`Input::EpochGaps`]: epoch position → end of the records before it, where they differ.
     gaps: BTreeMap<u64, u64>,
     durable: u64,
-    /// Position after the last record handed to the log (≥ durable on a follower).
+    /// Position after the last record handed to the log (≥ durable): on a follower, what it
+    /// staged; on a leader, what it wrote and may ship before it is durable.
     written: u64,
     committed: u64,
     role: Role,
@@ -637,6 +645,7 @@ impl Core {
             }
             Input::Message(env) => self.receive(env, &mut out),
             Input::Durable { end, epochs } => self.on_durable(end, epochs, &mut out),
+            Input::Written { end } => self.on_written(end, &mut out),
             Input::EpochWritten { epoch, end } => self.on_epoch_written(epoch, end, &mut out),
             Input::EpochGaps(gaps) => {
                 for (position, end) in gaps {
@@ -831,6 +840,7 @@ impl Core {
 
     fn become_leader(&mut self, out: &mut Vec<Effect>) {
         tracing::info!(term = self.term, "elected leader");
+        self.written = self.durable;
         self.role =
             Role::Leader { epoch: None, followers: BTreeMap::new(), heard: BTreeMap::new(), resigning: None };
         self.last_heard = self.now;
@@ -1180,7 +1190,7 @@ impl Core {
                     .epochs
                     .get(k + 1)
                     .map(|x| self.gaps.get(&x.position).copied().unwrap_or(x.position))
-                    .unwrap_or(self.durable);
+                    .unwrap_or(self.written.max(self.durable));
                 return Ok(theirs.min(ours));
             }
         }
@@ -1373,6 +1383,21 @@ impl Core {
         }
     }
 
+    /// A leader's records are written (not yet durable): ship them.
+    fn on_written(&mut self, end: u64, out: &mut Vec<Effect>) {
+        if !self.is_leader() || end <= self.written {
+            return;
+        }
+        self.written = end;
+        let ids: Vec<NodeId> = match &self.role {
+            Role::Leader { followers, .. } => followers.keys().copied().collect(),
+            _ => Vec::new(),
+        };
+        for id in ids {
+            self.ship(id, out);
+        }
+    }
+
     fn on_epoch_written(&mut self, epoch: Epoch, end: u64, out: &mut Vec<Effect>) {
         if epoch.number != self.term || !self.is_leader() {
             return;
@@ -1386,15 +1411,18 @@ impl Core {
         self.on_durable(end, Vec::new(), out);
     }
 
+    /// Ships `to` what the leader wrote past what it sent before, durable or not (a follower
+    /// makes it durable on its own; the leader counts it for itself only once it is durable
+    /// here too).
     fn ship(&mut self, to: NodeId, out: &mut Vec<Effect>) {
-        let (durable, commit) = (self.durable, self.committed);
+        let (end, commit) = (self.written.max(self.durable), self.committed);
         let Role::Leader { followers, .. } = &mut self.role else { return };
         let Some(p) = followers.get_mut(&to) else { return };
-        if p.shipping || p.next >= durable || p.next - p.matched >= SHIP_WINDOW_BYTES {
+        if p.shipping || p.next >= end || p.next - p.matched >= SHIP_WINDOW_BYTES {
             return;
         }
         p.shipping = true;
-        out.push(Effect::Ship { to, subscription: p.subscription, from: p.next, upto: durable, commit });
+        out.push(Effect::Ship { to, subscription: p.subscription, from: p.next, upto: end, commit });
     }
 
     fn on_shipped(&mut self, to: NodeId, subscription: u64, end: u64, out: &mut Vec<Effect>) {
@@ -1422,13 +1450,14 @@ impl Core {
         if p.subscription != id {
             return;
         }
-        p.matched = p.matched.max(durable.min(self.durable));
+        p.matched = p.matched.max(durable.min(self.written.max(self.durable)));
         self.ship(from, out);
         self.advance_commit(out);
     }
 
     /// The leader commits the highest position a quorum of voters holds durably, once its
-    /// term's epoch record is among it.
+    /// term's epoch record is among it, and never past its own durable end (followers may hold
+    /// records durably that the leader is still syncing: it publishes only what it holds).
     fn advance_commit(&mut self, out: &mut Vec<Effect>) {
         let Role::Leader { epoch: Some((_, epoch_end)), followers, .. } = &self.role else { return };
         let mut held: Vec<u64> = followers.values().filter(|p| p.promotable).map(|p| p.matched).collect();
@@ -1439,7 +1468,7 @@ impl Core {
         let position = if crate::buggify::bug(crate::buggify::Bug::AckBeforeQuorum) {
             Some(self.durable)
         } else {
-            held.get(q - 1).copied()
+            held.get(q - 1).map(|&p| p.min(self.durable))
         };
         if let Some(position) = position {
             if position >= *epoch_end && position > self.committed {
@@ -1717,6 +1746,36 @@ mod tests {
         net.input(0, Input::Resign);
         net.settle();
         assert_eq!(net.leaders(), vec![1], "the follower that holds every write takes over");
+    }
+
+    #[test]
+    fn a_leader_ships_what_it_wrote_before_its_sync_and_commits_only_what_it_holds_durably() {
+        let mut net = Net::new(&[0, 0, 0]);
+        net.tick(0, ET * 2);
+        net.settle();
+        assert_eq!(net.leaders(), vec![0]);
+        assert_eq!(net.cores[0].committed(), 2, "the epoch record");
+        // Written, not yet synced: shipped at once, and both followers make it durable.
+        net.logs[0].extend_from_slice(&[1, 9]);
+        net.input(0, Input::Written { end: 4 });
+        net.settle();
+        assert_eq!(net.logs[1], net.logs[0], "the follower holds the unsynced write");
+        assert_eq!(net.logs[2], net.logs[0]);
+        assert_eq!(
+            net.cores[0].committed(),
+            2,
+            "a quorum of followers, but the leader's own sync is not done"
+        );
+        // A restart would lose what is not durable: the follower's published position never
+        // passes what the leader committed.
+        assert_eq!(net.cores[1].committed(), 2);
+        // The leader's sync completes: now it commits, and tells the followers.
+        net.input(0, Input::Durable { end: 4, epochs: Vec::new() });
+        net.settle();
+        assert_eq!(net.cores[0].committed(), 4);
+        assert_eq!(net.cores[1].committed(), 4);
+        // A report of written records is ignored by a node that does not lead.
+        assert!(net.cores[1].step(Input::Written { end: 100 }).is_empty());
     }
 
     #[test]

@@ -75,6 +75,9 @@ pub struct Cluster {
     mastered: crate::env::Watermark,
     /// Set by [`Cluster::fatal`]: the driver stops and incoming messages are dropped.
     stopped: std::sync::atomic::AtomicBool,
+    /// Where committed records are published ([`Effect::Commit`]), one release after another
+    /// in the order the core decided them.
+    release_lane: Box<dyn crate::env::Lane>,
 }
 
 fn epoch_of(e: &EpochRecord) -> Epoch {
@@ -179,10 +182,12 @@ impl Cluster {
             outgoing: Mutex::new(BTreeMap::new()),
             mastered: crate::env::Watermark::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            release_lane: env.rt.lane("annal-release"),
         });
         env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
         env.rt.spawn(Box::pin(cluster.clone().ticks()));
         env.rt.spawn(Box::pin(cluster.clone().watch_durable()));
+        env.rt.spawn(Box::pin(cluster.clone().watch_written()));
         env.rt.spawn(Box::pin(cluster.clone().drive(core, rx)));
         Ok(cluster)
     }
@@ -236,6 +241,18 @@ impl Cluster {
             seen = self.store.durable_watermark().wait_until(|v| v > seen).await;
             if self.is_stopped() || self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err()
             {
+                return;
+            }
+        }
+    }
+
+    /// Tells the core of a leader's groups as soon as they are written, before their sync, so
+    /// it ships them to the followers while the leader syncs them.
+    async fn watch_written(self: Arc<Self>) {
+        let mut seen = self.store.written_watermark().get();
+        loop {
+            seen = self.store.written_watermark().wait_until(|v| v > seen).await;
+            if self.is_stopped() || self.inbox.send(Input::Written { end: seen }).is_err() {
                 return;
             }
         }
@@ -506,7 +523,9 @@ impl Cluster {
             }
             Effect::Ship { to, subscription, from, upto, commit } => {
                 let store = self.store.clone();
-                let read = self.env.blocking(move || read_shipment(&store, from, upto)).await;
+                // What was just written is in memory: read on this task then, without two thread
+                // hand-offs; on the blocking pool when a read would wait for the device.
+                let read = self.env.read_job(move || read_shipment(&store, from, upto)).await;
                 match read {
                     Ok(shipment) => {
                         let end = shipment.end;
@@ -557,8 +576,21 @@ impl Cluster {
                     st.committed = st.committed.max(upto);
                 }
                 let store = self.store.clone();
-                if let Err(e) = self.env.blocking(move || store.release(upto)).await {
-                    tracing::error!(upto, error = %e, "publishing committed records failed");
+                let released = self.release_lane.run(Box::new(move || {
+                    if let Err(e) = store.release(upto) {
+                        tracing::error!(upto, error = %e, "publishing committed records failed");
+                    }
+                }));
+                // A leader waits: its answers and its opening for writes (once its epoch record
+                // commits) come after the release. A follower goes on staging, flushing and
+                // acknowledging the leader's records while it publishes: its acknowledgements
+                // are on the path of every write; its publishing only on that of its own readers.
+                // (Releases stay in order on their lane; a truncation never reaches below what
+                // the core committed, so it never meets a release.)
+                if core.is_leader() {
+                    released.await;
+                } else {
+                    drop(released);
                 }
                 None
             }
@@ -639,8 +671,8 @@ struct Shipment {
     end: u64,
 }
 
-/// Reads what to ship from `from`: whole durable records (at most [`SHIP_BATCH_BYTES`], at least
-/// one record, none at or past `upto`); or, when `from` starts a chunk the leader scavenged,
+/// Reads what to ship from `from`: whole written records, durable or not (at most
+/// [`SHIP_BATCH_BYTES`], at least one record, none at or past `upto`); or, when `from` starts a chunk the leader scavenged,
 /// every record that chunk kept, in pieces, to be put in service whole.
 fn read_shipment(store: &Store, from: u64, upto: u64) -> Result<Shipment, crate::log::LogError> {
     let log = store.log();
@@ -669,7 +701,8 @@ fn read_shipment(store: &Store, from: u64, upto: u64) -> Result<Shipment, crate:
         pieces.push((Bytes::from(buf), Some(ChunkPart { start, end, last: true }), hi));
         return Ok(Shipment { pieces, end: hi });
     }
-    let mut scan = log.scan_durable(from).until(upto);
+    // A leader ships what it wrote, synced or not (its own sync runs meanwhile).
+    let mut scan = log.scan_written(from, upto);
     let mut out = Vec::new();
     let mut end = from;
     let mut expect = from;

@@ -281,6 +281,9 @@ pub struct Log {
     /// The end of the data the writer has synced ([`LogWriter::flush_data`]): at least
     /// `durable`; `writer.chk` may be moved up to it ([`Log::flush_checkpoint`]).
     synced: AtomicU64,
+    /// The end of the records the writer has handed to the files, synced or not (at least
+    /// `synced` but after a truncation): what [`Log::scan_written`] may read.
+    handed: AtomicU64,
     /// Held around every write of `writer.chk`, so its writes land in the order their values
     /// were decided (the checkpoint stage of the commit pipeline runs beside the writer).
     checkpoint_lock: Mutex<()>,

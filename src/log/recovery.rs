@@ -80,6 +80,7 @@ impl Log {
             replicated: std::sync::atomic::AtomicBool::new(false),
             durable: AtomicU64::new(0),
             synced: AtomicU64::new(0),
+            handed: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
             checkpoints,
             prepared: Mutex::new(None),
@@ -262,6 +263,7 @@ impl Log {
         }
         self.durable.store(writer, Ordering::Release);
         self.synced.store(writer, Ordering::Release);
+        self.handed.store(writer, Ordering::Release);
         self.committed.store(writer, Ordering::Release);
         Ok(writer)
     }

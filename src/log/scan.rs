@@ -2,7 +2,8 @@
 //! pieces and decoded without copying, across chunk boundaries, padding and scavenged chunks.
 //!
 //! Invariant: a scan never returns a record at or past [`Log::committed`] (a durable scan:
-//! [`Log::durable`]), nor past its own limit; after an error it ends.
+//! [`Log::durable`]; a written scan: what the writer handed to the files), nor past its own
+//! limit; after an error it ends.
 
 use std::sync::Arc;
 
@@ -14,14 +15,41 @@ use super::{Chunk, Log, LogError, SCAN_READ_BYTES};
 impl Log {
     /// Scans committed records forward from `from` (a record start or chunk boundary).
     pub fn scan(&self, from: u64) -> Scan<'_> {
-        Scan { log: self, pos: from, buf: Bytes::new(), buf_off: 0, chunk: None, limit: None, durable: false }
+        Scan {
+            log: self,
+            pos: from,
+            buf: Bytes::new(),
+            buf_off: 0,
+            chunk: None,
+            limit: None,
+            horizon: Horizon::Committed,
+        }
     }
 
     /// Scans durable records forward from `from`, committed or not: what a cluster's leader
     /// ships and what a node publishes once a quorum holds it. Readers use [`Log::scan`].
     pub fn scan_durable(&self, from: u64) -> Scan<'_> {
-        Scan { durable: true, ..self.scan(from) }
+        Scan { horizon: Horizon::Durable, ..self.scan(from) }
     }
+
+    /// Scans records forward from `from` up to `end`, durable or not, but never past what the
+    /// writer handed to the files: what a cluster's leader ships while its own sync of those
+    /// records runs. Records past the durable end may still be lost (a crash, a failed sync)
+    /// and must not be counted as this node's: only the durable ones are.
+    pub fn scan_written(&self, from: u64, end: u64) -> Scan<'_> {
+        Scan { horizon: Horizon::Written, ..self.scan(from) }.until(end)
+    }
+}
+
+/// How far a scan may read.
+#[derive(Clone, Copy)]
+enum Horizon {
+    /// The committed end (readers).
+    Committed,
+    /// The durable end (`writer.chk`).
+    Durable,
+    /// What the writer handed to the files.
+    Written,
 }
 
 /// A forward scan over committed records (see [`Log::scan`]).
@@ -33,8 +61,8 @@ pub struct Scan<'a> {
     buf_off: u64,
     chunk: Option<Arc<Chunk>>,
     limit: Option<u64>,
-    /// Whether the scan reaches the durable end rather than the committed one.
-    durable: bool,
+    /// Which end the scan reaches.
+    horizon: Horizon,
 }
 
 impl Scan<'_> {
@@ -68,7 +96,13 @@ impl Scan<'_> {
     fn next_framed(&mut self) -> Result<Option<(Record, Bytes)>, LogError> {
         let size = self.log.cfg.chunk_size;
         loop {
-            let horizon = if self.durable { self.log.durable() } else { self.log.committed() };
+            let horizon = match self.horizon {
+                Horizon::Committed => self.log.committed(),
+                Horizon::Durable => self.log.durable(),
+                Horizon::Written => {
+                    self.log.handed.load(std::sync::atomic::Ordering::Acquire).max(self.log.durable())
+                }
+            };
             let stop = self.limit.unwrap_or(u64::MAX).min(horizon);
             if self.pos >= stop {
                 return Ok(None);

@@ -43,6 +43,7 @@ impl LogWriter {
         let base = chunk.header.start as u64 * log.cfg.chunk_size;
         let crc = data_crc(&*chunk.file, &chunk.path, pos - base)?;
         log.prepare_chunk(chunk.header.end + 1);
+        log.handed.store(pos, Ordering::Release);
         Ok(LogWriter {
             log,
             chunk,
@@ -125,7 +126,7 @@ impl LogWriter {
         self.chunk = self.log.new_chunk(next)?;
         self.dir_dirty = true;
         self.pos = next as u64 * size;
-        self.written = self.pos;
+        self.set_written(self.pos);
         self.log.prepare_chunk(next + 1);
         Ok(())
     }
@@ -149,7 +150,7 @@ impl LogWriter {
         self.buf.resize(self.buf.len() + (padded - end) as usize, 0);
         let c = &self.chunk;
         c.file.write_all_at(&self.buf, at).map_err(LogError::io("write", &c.path))?;
-        self.written = self.pos;
+        self.set_written(self.pos);
         self.buf.clear();
         Ok(())
     }
@@ -209,6 +210,18 @@ impl LogWriter {
         }
         self.log.synced.fetch_max(self.pos, Ordering::AcqRel);
         crate::env::add_elapsed(&self.log.commit_data_ns, started, self.log.env.clock.monotonic());
+        Ok(self.pos)
+    }
+
+    /// Hands every staged record to the files without syncing them and returns their end: a
+    /// cluster's leader ships them to its followers ([`Log::scan_written`]) while its own
+    /// [`LogWriter::flush`] runs. They are not durable here until that flush. Any failure
+    /// poisons the log.
+    pub fn write_out(&mut self) -> Result<u64, LogError> {
+        if self.log.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        self.write_buffer().inspect_err(|_| self.poison())?;
         Ok(self.pos)
     }
 
@@ -340,7 +353,7 @@ impl LogWriter {
         target.file.sync_data().map_err(LogError::io("sync", &target.path))?;
         self.crc = data_crc(&*target.file, &target.path, pos - base)?;
         self.pos = pos;
-        self.written = pos;
+        self.set_written(pos);
         Ok(())
     }
 
@@ -390,9 +403,15 @@ impl LogWriter {
         self.completed.clear();
         self.crc = crc32fast::Hasher::new();
         self.pos = end;
-        self.written = end;
+        self.set_written(end);
         log.prepare_chunk(next + 1);
         Ok(end)
+    }
+
+    /// Moves the end of what was handed to the files (here and for [`Log::scan_written`]).
+    fn set_written(&mut self, to: u64) {
+        self.written = to;
+        self.log.handed.store(to, Ordering::Release);
     }
 
     fn poison(&self) {

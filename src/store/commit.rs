@@ -4,8 +4,11 @@
 //! stages them and flushes them with one set of syncs; then leadership passes to the next waiter.
 //! A single node's leader syncs only the group's data and queues the group for the checkpoint
 //! stage ([`pipeline`](super::pipeline)), which moves `writer.chk`, publishes
-//! ([`Store::apply_committed`]) and answers, while the leader goes on with the next group; a
-//! cluster leader's durable group waits for its quorum ([`replicated`](super::replicated)).
+//! ([`Store::apply_committed`]) and answers, while the leader goes on with the next group. A
+//! cluster's leader writes the group's records to the files and announces them, so they are
+//! shipped to the followers while it syncs their data; the group then waits for its quorum
+//! ([`replicated`](super::replicated)) while the checkpoint stage moves `writer.chk` past it and
+//! tells the cluster this node holds it durably, and the leader goes on with the next group.
 //!
 //! Invariants: an operation is answered only after its group is durable and published, or
 //! refused; a failed flush answers every operation of its group with the storage error (rejections
@@ -72,10 +75,10 @@ impl Store {
         loop {
             let reply = match rx.try_recv() {
                 Ok(reply) => Ok(reply),
-                // A single node's group waits for its checkpoint flush, which this thread runs
-                // too rather than only wait for the checkpoint lane: in a simulation that lane
-                // runs only when this thread's task yields, which a blocked thread never does.
-                Err(TryRecvError::Empty) if !self.cfg.replicated && self.checkpoint_stage() => continue,
+                // A group waits for its checkpoint flush, which this thread runs too rather
+                // than only wait for the checkpoint lane: in a simulation that lane runs only
+                // when this thread's task yields, which a blocked thread never does.
+                Err(TryRecvError::Empty) if self.run_checkpoint() => continue,
                 Err(TryRecvError::Empty) => rx.recv().map_err(|_| ()),
                 Err(TryRecvError::Disconnected) => Err(()),
             };
@@ -358,10 +361,16 @@ impl Store {
                 // Answered when a quorum holds the group (or leadership is lost).
                 a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
                 let end = a.end;
-                lock(&self.gate).awaiting.push_back(a);
-                // Only now may the cluster learn of these records: a release that came first
-                // would publish them as another leader's, and this group would wait forever.
-                self.durable.raise(end);
+                {
+                    let mut gate = lock(&self.gate);
+                    gate.awaiting.push_back(a);
+                    gate.checkpoint_target = end;
+                }
+                // Only now may the cluster learn that these records are durable here: a release
+                // that came first would publish them as another leader's, and this group would
+                // wait forever. The checkpoint stage moves writer.chk past them and says so,
+                // while this thread goes on with the next group.
+                self.queue_quorum_checkpoint();
                 if !self.leading() {
                     // Leadership went while this group was written: answer it now.
                     self.set_leading(false);
@@ -409,24 +418,32 @@ impl Store {
             }
         }
         let staged_at = self.env.clock.monotonic();
-        // A single node's pipeline: only the data is synced here; `writer.chk` follows in the
-        // checkpoint stage while the next group is staged and synced.
+        // The pipeline: only the data is synced here; `writer.chk` follows in the checkpoint
+        // stage while the next group is staged and synced (a cluster's leader ships the group
+        // meanwhile, and the group also waits for its quorum).
         let pipelined = !self.cfg.replicated;
+        // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
+        // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
+        // callers get a storage error (to them the outcome is unknown; here it is "not written").
+        // In the pipeline its checkpoint is flushed first, so that it is durable when dropped.
+        // A cluster's leader decides it before the group is announced to the followers: a group
+        // they may hold is never dropped by the leader that shipped it.
+        let drop_group = |end: u64| end > start && crate::buggify!();
         let mut commit = if staged_any || self.log.is_poisoned() {
-            if pipelined { w.flush_data() } else { w.flush() }.map_err(StorageError::from)
+            if pipelined {
+                w.flush_data().map_err(StorageError::from)
+            } else {
+                self.write_out_and_flush(&mut w, start, drop_group)
+            }
         } else if pipelined {
             Ok(w.position())
         } else {
             Ok(self.log.committed())
         };
-        // BUGGIFY (sim only): the durable group is dropped before it commits, as a deposed
-        // leader's divergent tail is, so online truncation runs under the simulator's faults. Its
-        // callers get a storage error (to them the outcome is unknown; here it is "not written").
-        // In the pipeline its checkpoint is flushed first, so that it is durable when dropped.
-        if matches!(commit, Ok(end) if end > start) && crate::buggify!() {
+        if pipelined && matches!(commit, Ok(end) if drop_group(end)) {
             let flushed = match commit {
-                Ok(end) if pipelined => self.log.flush_checkpoint(end).map(|_| ()),
-                _ => Ok(()),
+                Ok(end) => self.log.flush_checkpoint(end).map(|_| ()),
+                Err(_) => Ok(()),
             };
             commit = match flushed.and_then(|()| w.truncate_to(start)) {
                 Ok(()) => Err(StorageError::Io("the group was dropped before it committed".into())),
@@ -507,6 +524,41 @@ impl Store {
             }
         }
         (out, staged_at, committed_at, None)
+    }
+}
+
+impl Store {
+    /// A cluster leader's flush of a staged group starting at `start`: hands the records to the
+    /// files, announces them ([`Store::written_watermark`]) so the shell ships them to the
+    /// followers while this thread syncs them, then syncs their data; `writer.chk` follows in
+    /// the checkpoint stage ([`pipeline`](super::pipeline)). A group `drop` picks (the
+    /// simulator's) is never announced: it is flushed and dropped again.
+    ///
+    /// Once announced, the group may reach the followers and commit without this node, so a
+    /// failure after that is never answered as "certainly not written" (read-only): the log
+    /// poisoned meanwhile (by the checkpoint stage) is an I/O error of unknown outcome.
+    fn write_out_and_flush(
+        &self,
+        w: &mut crate::log::LogWriter,
+        start: u64,
+        drop: impl Fn(u64) -> bool,
+    ) -> Result<u64, StorageError> {
+        let end = w.write_out()?;
+        if drop(end) {
+            w.flush()?;
+            w.truncate_to(start)?;
+            return Err(StorageError::Io("the group was dropped before it committed".into()));
+        }
+        if end <= start {
+            return Ok(w.flush_data()?);
+        }
+        self.written.raise(end);
+        w.flush_data().map_err(|e| match e {
+            LogError::Poisoned => StorageError::Io(
+                "the log failed while this group was made durable (the followers may hold it)".into(),
+            ),
+            e => e.into(),
+        })
     }
 }
 

@@ -78,6 +78,9 @@ pub struct Store {
     committed: Watermark,
     /// The durable end of the log, for a cluster's shell (raised after every flush).
     durable: Watermark,
+    /// The end of a cluster leader's groups handed to the log's files, before their sync: its
+    /// shell ships them to the followers while the leader syncs them ([`Store::written_watermark`]).
+    written: Watermark,
     /// A cluster node's writes waiting for their quorum, and whether it takes writes.
     gate: Mutex<replicated::Gate>,
     /// A whole chunk being received from the leader: its range, the file being written, the
@@ -129,6 +132,7 @@ impl Store {
         }
         let committed = Watermark::new(log.committed());
         let durable = Watermark::new(log.durable());
+        let written = Watermark::new(log.durable());
         let summaries = Mutex::new(follow::Summaries::new(log.committed()));
         let store = Arc::new_cyclic(|me| Store {
             me: me.clone(),
@@ -144,6 +148,7 @@ impl Store {
             checkpoint_lane: env.rt.side_lane("annal-checkpoint"),
             committed,
             durable,
+            written,
             gate: Mutex::new(replicated::Gate::default()),
             incoming: Mutex::new(None),
             summaries,
@@ -194,6 +199,15 @@ impl Store {
     /// The durable end of the log, raised after every flush (a cluster's shell waits on it).
     pub fn durable_watermark(&self) -> &Watermark {
         &self.durable
+    }
+
+    /// The end of a cluster leader's groups written to the log's files and not necessarily
+    /// synced yet: raised before the leader syncs a group, so its shell can ship the group to
+    /// the followers meanwhile. Only groups that stay in the log are announced (a group the
+    /// leader drops itself never is); the leader's own vote in the quorum is its
+    /// [`durable_watermark`](Store::durable_watermark).
+    pub fn written_watermark(&self) -> &Watermark {
+        &self.written
     }
 
     /// The log.

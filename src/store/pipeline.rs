@@ -1,5 +1,8 @@
-//! The checkpoint stage of a single node's commit pipeline. The group-commit leader
-//! ([`commit`](super::commit)) stages a group and syncs its data ([`LogWriter::flush_data`]),
+//! The checkpoint stage of the commit pipeline, a single node's and a cluster leader's
+//! ([`Store::quorum_checkpoint`], below: it only moves `writer.chk` and tells the cluster; the
+//! quorum then releases the groups).
+//!
+//! A single node's: the group-commit leader ([`commit`](super::commit)) stages a group and syncs its data ([`LogWriter::flush_data`]),
 //! then queues it here, in the [`Gate`](super::replicated::Gate)'s waiting groups (where a
 //! cluster's leader queues its groups for their quorum), and goes on with the next group while
 //! this stage, on a lane of its own, moves `writer.chk` past every group whose data is synced
@@ -12,6 +15,8 @@
 //! every earlier one either waiting, with the states it leaves, or published); at most
 //! [`PIPELINE_DEPTH`](super::replicated::PIPELINE_DEPTH) groups wait; once a flush fails the log
 //! is poisoned and every waiting group, and every later one, is answered with the storage error.
+//! A cluster leader's stage names a group durable to the cluster only once `writer.chk` names
+//! it, and only a group already queued to wait.
 //!
 //! [`LogWriter::flush_data`]: crate::log::LogWriter::flush_data
 //! [`Log::flush_checkpoint`]: crate::log::Log::flush_checkpoint
@@ -122,9 +127,80 @@ impl Store {
         }
     }
 
+    /// Runs the checkpoint stage once, a single node's or a cluster leader's; returns whether
+    /// it did anything.
+    pub(super) fn run_checkpoint(&self) -> bool {
+        if self.cfg.replicated {
+            self.quorum_checkpoint()
+        } else {
+            self.checkpoint_stage()
+        }
+    }
+
+    /// Has a cluster leader's checkpoint stage run on its lane (see [`Store::quorum_checkpoint`]).
+    pub(super) fn queue_quorum_checkpoint(&self) {
+        let me = self.me.clone();
+        drop(self.checkpoint_lane.run(Box::new(move || {
+            if let Some(store) = me.upgrade() {
+                store.quorum_checkpoint();
+            }
+        })));
+    }
+
+    /// A cluster leader's checkpoint stage: moves `writer.chk` to the end of the newest group
+    /// queued to wait for its quorum (their data is synced) and raises the durable watermark,
+    /// which the cluster counts as this node's vote in the quorum; the groups stay queued
+    /// until the quorum holds them ([`Store::release`]). When the flush fails, every waiting
+    /// group `writer.chk` does not name is answered with the error (its records may have reached
+    /// the followers, so it is an error of unknown outcome; any rejection among them may rest
+    /// on those writes and becomes the error too). Returns whether it moved the durable
+    /// watermark or answered a group.
+    ///
+    /// The target is exactly the newest queued group's end, never the synced end of the data: a
+    /// group synced but not yet queued must not be named durable to the cluster before it waits
+    /// (a release would publish it as another leader's records).
+    pub(super) fn quorum_checkpoint(&self) -> bool {
+        let target = lock(&self.gate).checkpoint_target;
+        let before = self.durable.get();
+        if target <= before {
+            return false;
+        }
+        match self.log.flush_checkpoint(target) {
+            Ok(durable) => {
+                let durable = durable.min(target);
+                self.durable.raise(durable);
+                durable > before
+            }
+            Err(e) => {
+                let e = StorageError::from(e);
+                let e = match e {
+                    StorageError::ReadOnly(why) => StorageError::Io(why),
+                    e => e,
+                };
+                let durable = self.log.durable();
+                let failed = {
+                    let mut gate = lock(&self.gate);
+                    gate.checkpoint_target = durable;
+                    let at =
+                        gate.awaiting.iter().position(|a| a.end > durable).unwrap_or(gate.awaiting.len());
+                    gate.awaiting.split_off(at)
+                };
+                let answered = !failed.is_empty();
+                for a in failed {
+                    let mut wrote = true;
+                    for (w, r) in a.answers {
+                        w.done(super::commit::unwritten(r, &mut wrote, &e));
+                    }
+                }
+                self.kick();
+                answered
+            }
+        }
+    }
+
     /// Runs the checkpoint stage until no group waits for it (shutdown, and a thread that waits
     /// for its own answer: see [`Store::write`]).
     pub(super) fn drain_checkpoints(&self) {
-        while self.checkpoint_stage() {}
+        while self.run_checkpoint() {}
     }
 }

@@ -1,7 +1,10 @@
 //! The store as a cluster node: writes wait for a quorum, and the log follows a leader.
 //!
-//! On the leader, a flushed group is not published: it waits in the [`Gate`] until the cluster
-//! says a quorum holds it ([`Store::release`]). Up to [`PIPELINE_DEPTH`] groups wait at once:
+//! On the leader, a group's records are shipped as soon as they are written (before the leader's
+//! own sync: [`Store::written_watermark`]); the flushed group is not published: it waits in the
+//! [`Gate`] until the cluster says a quorum holds it ([`Store::release`]), the leader counting
+//! itself only once the checkpoint stage ([`pipeline`](super::pipeline)) made it durable here
+//! ([`Store::durable_watermark`]). Up to [`PIPELINE_DEPTH`] groups wait at once:
 //! the next group is staged against the states the waiting groups leave (and their event ids,
 //! for idempotent retries), and while any group waits every later group waits too, even one
 //! that writes nothing, so no answer goes out before the writes it depended on are committed
@@ -16,8 +19,11 @@
 //! are published once the leader says they are committed ([`Store::release`]), never splitting
 //! an atomic write.
 //!
-//! Invariants: publishing happens in log order and only up to a position the cluster committed;
-//! an answer to a replicated write is a success only after its group was published.
+//! Invariants: publishing happens in log order and only up to a position the cluster committed
+//! and this node holds durably; an answer to a replicated write is a success only after its
+//! group was published; a group announced to the followers is never dropped by the leader, and
+//! a failure after the announcement is answered as an error of unknown outcome, never as
+//! "not written".
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -36,6 +42,9 @@ pub(super) struct Gate {
     /// Groups in log order, not yet published: durable ones waiting for their quorum, or a
     /// single node's groups waiting for `writer.chk` to name them.
     pub awaiting: VecDeque<Awaiting>,
+    /// A cluster leader's: the end of the newest group queued to wait, whose data is synced;
+    /// the checkpoint stage moves `writer.chk` to it ([`Store::quorum_checkpoint`]).
+    pub checkpoint_target: u64,
 }
 
 /// A group waiting for its quorum, or (a single node) for its checkpoint flush.
