@@ -240,6 +240,13 @@ pub struct Engine {
     spent: bool,
 }
 
+// SAFETY: an engine owns its runtime, its context and the one value it keeps (the entry points,
+// `api`) alone and lends none of them out. The value is only used inside `Context::with`, which
+// holds the runtime's lock (rquickjs's `parallel` feature makes `Runtime` and `Context` `Send`
+// on those terms), and it is freed when the engine drops, before the context and the runtime,
+// by whichever single thread owns the engine then.
+unsafe impl Send for Engine {}
+
 fn err_of<'js>(ctx: &Ctx<'js>, e: CaughtError<'js>, ticks: u64, limits: &Limits) -> JsError {
     if ticks > limits.call_ticks {
         let line = match &e {
@@ -353,7 +360,9 @@ impl Engine {
         let ticks = Arc::new(AtomicU64::new(0));
         let counter = ticks.clone();
         let budget = limits.call_ticks;
-        runtime.set_interrupt_handler(Some(Box::new(move || counter.fetch_add(1, Ordering::Relaxed) + 1 > budget)));
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed) + 1 > budget
+        })));
         type Sandboxed = (
             intrinsic::Date,
             intrinsic::Eval,
@@ -410,7 +419,9 @@ impl Engine {
             let mut args = Args::new(ctx.clone(), 11);
             push(&mut args).map_err(|e| JsError::Engine(e.to_string()))?;
             ticks.store(0, Ordering::Relaxed);
-            args.apply::<R>(&f).catch(&ctx).map_err(|e| err_of(&ctx, e, ticks.load(Ordering::Relaxed), &limits))
+            args.apply::<R>(&f)
+                .catch(&ctx)
+                .map_err(|e| err_of(&ctx, e, ticks.load(Ordering::Relaxed), &limits))
         });
         if r.is_err() {
             self.spent = true;
@@ -493,7 +504,9 @@ impl Engine {
                     metadata: text(&it, "m"),
                     is_json: flag(&it, "j"),
                 }),
-                Some("r") => out.results.push((text(&it, "p").ok_or_else(|| bad("partition"))?, text(&it, "d"))),
+                Some("r") => {
+                    out.results.push((text(&it, "p").ok_or_else(|| bad("partition"))?, text(&it, "d")))
+                }
                 Some("p") => out.new_partitions.push(text(&it, "p").ok_or_else(|| bad("partition"))?),
                 Some("l") => out.logs.push(text(&it, "d").unwrap_or_default()),
                 _ => return Err(bad("kind")),

@@ -65,9 +65,11 @@ fn syntax_errors_have_their_line() {
     assert!(e.to_string().contains("foreachStream"), "{e}");
     let Err(e) = Engine::compile("fromAll().when({A: 3})", Limits::default(), false) else { panic!() };
     assert!(e.to_string().contains("not a function"), "{e}");
-    let Err(e) =
-        Engine::compile("options({reorderEvents: true, processingLag: 100}); fromAll()", Limits::default(), false)
-    else {
+    let Err(e) = Engine::compile(
+        "options({reorderEvents: true, processingLag: 100}); fromAll()",
+        Limits::default(),
+        false,
+    ) else {
         panic!()
     };
     assert!(e.to_string().contains("fromAll"), "{e}");
@@ -126,7 +128,9 @@ fn emits_and_links() {
     let got: Vec<(&str, &str, &str, Option<&str>, bool)> = o
         .emits
         .iter()
-        .map(|m| (m.stream.as_str(), m.event_type.as_str(), m.data.as_str(), m.metadata.as_deref(), m.is_json))
+        .map(|m| {
+            (m.stream.as_str(), m.event_type.as_str(), m.data.as_str(), m.metadata.as_deref(), m.is_json)
+        })
         .collect();
     assert_eq!(
         got,
