@@ -68,6 +68,18 @@ pub fn default_result_stream(name: &str) -> String {
     format!("$projections-{name}-result")
 }
 
+/// The result stream of projection `name` (its query defining `def`) for `partition` (`""`:
+/// the root): the query's own names, or `$projections-{name}[-{partition}]-result`.
+pub fn result_stream(name: &str, def: &annal_js::Definition, partition: &str) -> String {
+    if partition.is_empty() {
+        return def.result_stream.clone().unwrap_or_else(|| default_result_stream(name));
+    }
+    match &def.partition_result_pattern {
+        Some(p) => p.replace("{0}", partition),
+        None => format!("$projections-{name}-{partition}-result"),
+    }
+}
+
 /// Compiles a query for a check (create, update): the message and line of what is wrong.
 pub fn check(query: &str) -> Result<annal_js::Definition, String> {
     Engine::compile(query, Limits::default(), true).map(|e| e.definition().clone()).map_err(describe)
@@ -309,14 +321,7 @@ impl JsRunner {
 
     /// The result stream of a partition (`""`: the root).
     pub fn result_stream(&self, partition: &str) -> String {
-        let def = self.definition();
-        if partition.is_empty() {
-            return def.result_stream.clone().unwrap_or_else(|| default_result_stream(&self.name));
-        }
-        match &def.partition_result_pattern {
-            Some(p) => p.replace("{0}", partition),
-            None => format!("$projections-{}-{partition}-result", self.name),
-        }
+        result_stream(&self.name, self.definition(), partition)
     }
 
     /// The states changed since the last snapshot.

@@ -713,17 +713,16 @@ impl Projections {
             let mut partitions = self.env.blocking(move || read_catalog(&store, &catalog)).await?;
             partitions.sort();
             partitions.dedup();
-            let results = lock(&self.inner)
-                .projections
-                .get(name)
-                .and_then(|e| e.js.clone())
-                .map(|r| {
-                    let r = lock(&r);
-                    let mut s: Vec<String> = partitions.iter().map(|p| r.result_stream(p)).collect();
-                    s.push(r.result_stream(""));
-                    s
-                })
-                .unwrap_or_else(|| vec![js::default_result_stream(name)]);
+            let query = lock(&self.inner).projections.get(name).and_then(|e| e.query_definition.clone());
+            let results: Vec<String> = match &query {
+                Some(q) => partitions
+                    .iter()
+                    .map(String::as_str)
+                    .chain(std::iter::once(""))
+                    .map(|p| js::result_stream(name, q, p))
+                    .collect(),
+                None => vec![js::default_result_stream(name)],
+            };
             streams.extend(partitions.iter().map(|p| js::partition_checkpoint_stream(name, p)));
             streams.extend(results);
             streams.push(js::catalog_stream(name));
