@@ -244,6 +244,21 @@ async fn emits_links_copies_and_bi_state() {
     // biState: each partition's state and the shared state.
     assert_eq!(state(&s, "bi", Some("order-2")).await, json!({"n": 3}), "{}", stat(&s, "bi").await);
     assert_eq!(state(&s, "bi", None).await, json!([{"n": 0}, {"all": 45}]));
+    // With trackemittedstreams, the streams emitted to are tracked, and deleted with the
+    // projection on request.
+    let q = "fromCategory('order').when({ Paid: function (s, e) { emit('paid-' + e.streamId, 'P', {}); } })";
+    created(&s, "continuous", "name=tracked&emit=yes&trackemittedstreams=yes", q).await;
+    caught_up(&s).await;
+    let tracked: Vec<String> =
+        read_stream(&s, "$projections-tracked-emittedstreams").into_iter().map(|(_, d, _)| d).collect();
+    assert_eq!(tracked, ["paid-order-2", "paid-order-1", "paid-order-3"]);
+    assert_eq!(read_stream(&s, "paid-order-2").len(), 2);
+    assert_eq!(s.request("POST", "/projection/tracked/command/disable", &[ADMIN], b"").await.status, 200);
+    let r = s.request("DELETE", "/projection/tracked?deleteEmittedStreams=yes", &[ADMIN], b"").await;
+    assert_eq!(r.status, 204, "{r:?}");
+    for stream in ["paid-order-1", "paid-order-2", "paid-order-3", "$projections-tracked-emittedstreams"] {
+        assert!(read_stream(&s, stream).is_empty(), "{stream} deleted");
+    }
     // Emitting without emit=yes faults that projection, with the reason and the line.
     created(
         &s,
@@ -419,7 +434,7 @@ async fn modes_commands_updates_and_delete() {
     caught_up(&s).await;
     assert_eq!(s.get("/projection/peek", &[ADMIN]).await.status, 404);
     assert_eq!(state(&s, "totals", None).await["count"], 10);
-    assert_eq!(stat(&s, "once").await["status"], "Completed");
+    status_becomes(&s, "once", "Completed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -373,8 +373,8 @@ pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
             flag(req, "deleteEmittedStreams", false)?,
         ))
     })();
-    let (state, checkpoint) = match flags {
-        Ok((s, c, _emitted)) => (s, c),
+    let (state, checkpoint, emitted) = match flags {
+        Ok(f) => f,
         Err(r) => return r,
     };
     if let Err(e) = p.get(name) {
@@ -383,7 +383,7 @@ pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
     if let Err(r) = may_change(req) {
         return r;
     }
-    match p.delete(name, state, checkpoint).await {
+    match p.delete(name, state, checkpoint, emitted).await {
         Ok(()) => Reply::status(StatusCode::NO_CONTENT, "No Content"),
         Err(e) => errors::projection(&e),
     }

@@ -16,7 +16,9 @@
 //! - results in `$projections-{name}-result` (or the query's result stream) and
 //!   `$projections-{name}-{partition}-result`, `Result` events (`ResultRemoved` when a filter
 //!   drops the result), emitted like any other output;
-//! - the catalog `$projections-{name}-partitions`, a `$partition` event per new partition.
+//! - the catalog `$projections-{name}-partitions`, a `$partition` event per new partition;
+//! - with `trackEmittedStreams`, `$projections-{name}-emittedstreams`: a `$StreamTracked` event
+//!   (data: the stream) before the first event emitted to each stream.
 //!
 //! Which records a query sees: `fromAll` every event of a stream not starting with `$`;
 //! `fromStream(s)` the events of the streams named; `fromCategory` those of the streams whose
@@ -50,6 +52,10 @@ pub const RESULT_REMOVED_TYPE: &str = "ResultRemoved";
 pub const PARTITION_TYPE: &str = "$partition";
 /// Partition names longer than this fault the projection (they name streams).
 pub const PARTITION_NAME_MAX: usize = 1024;
+/// The event type of an emitted stream's entry in the tracking stream.
+pub const STREAM_TRACKED_TYPE: &str = "$StreamTracked";
+/// Tracked stream names a projection remembers at most.
+pub const TRACKED_STREAMS_MAX: usize = 65_536;
 /// Metadata keys of the tag, which a query's own metadata cannot set.
 const TAG_KEYS: [&str; 4] = ["$v", "$c", "$p", "$causedBy"];
 
@@ -61,6 +67,12 @@ pub fn partition_checkpoint_stream(name: &str, partition: &str) -> String {
 /// `$projections-{name}-partitions`.
 pub fn catalog_stream(name: &str) -> String {
     format!("$projections-{name}-partitions")
+}
+
+/// `$projections-{name}-emittedstreams`, the streams a projection emitted to (with
+/// `trackEmittedStreams`).
+pub fn tracking_stream(name: &str) -> String {
+    format!("$projections-{name}-emittedstreams")
 }
 
 /// The default result stream.
@@ -143,6 +155,9 @@ pub struct JsRunner {
     /// Partitions first met in this run and not stored yet (their checkpoint streams get
     /// `$maxCount` with their first checkpoint).
     fresh: HashSet<String>,
+    /// With `trackEmittedStreams`: the streams already in the tracking stream (at most
+    /// [`TRACKED_STREAMS_MAX`]; past that it is cleared, and a stream may be tracked twice).
+    tracked: Option<HashSet<String>>,
 }
 
 impl JsRunner {
@@ -159,6 +174,7 @@ impl JsRunner {
             category,
             restored_at: None,
             fresh: HashSet::new(),
+            tracked: (def.config.track_emitted_streams && def.config.emit_enabled).then(HashSet::new),
         })
     }
 
@@ -181,6 +197,18 @@ impl JsRunner {
         };
         self.restored_at = from.map(|(p, _)| p);
         self.engine.restore(root.as_deref()).map_err(describe)
+    }
+
+    /// With `trackEmittedStreams`, the streams already tracked (read from the tracking stream).
+    pub fn set_tracked(&mut self, streams: Vec<String>) {
+        if let Some(t) = self.tracked.as_mut() {
+            t.extend(streams.into_iter().take(TRACKED_STREAMS_MAX));
+        }
+    }
+
+    /// Whether it tracks the streams it emits to.
+    pub fn tracks(&self) -> bool {
+        self.tracked.is_some()
     }
 
     /// Whether the query reads `stream`'s events.
@@ -295,6 +323,16 @@ impl JsRunner {
             caused_by: source.event_id,
         };
         for e in o.emits {
+            if let Some(tracked) = self.tracked.as_mut() {
+                if !tracked.contains(&e.stream) {
+                    if tracked.len() >= TRACKED_STREAMS_MAX {
+                        tracked.clear();
+                    }
+                    tracked.insert(e.stream.clone());
+                    let (stream, data) = (tracking_stream(&self.name), e.stream.clone());
+                    out.emits.push(emit(stream, STREAM_TRACKED_TYPE.into(), data, String::new(), false));
+                }
+            }
             let extra = metadata_members(e.metadata.as_deref());
             out.emits.push(emit(e.stream, e.event_type, e.data, extra, e.is_json));
         }

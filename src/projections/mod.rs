@@ -6,9 +6,18 @@
 //! writes what the handler emits ([`emitted`]: exactly once, across restarts) and checkpoints
 //! by the rule of [`checkpoint`]. The decisions are free of I/O; this module is the shell.
 //!
+//! JavaScript projections (with `RunProjections All`) run on the same tasks: their handler is a
+//! query in the `annal-js` engine, which [`js`] feeds with the records its source selects (on
+//! the blocking pool, a batch at a time) and whose outcomes it turns into emits, results and
+//! partition catalog entries, written by the same exactly-once path. Their states go with each
+//! checkpoint (partitions first, then the root, see [`js`]). They are created with
+//! [`Projections::create`] (a transient one lives in memory only), complete at the end of the
+//! log in the one-time and transient modes, and can be deleted ([`Projections::delete`]).
+//!
 //! Durable state lives in streams, so it replicates and is backed up like any other:
 //! - `$projections-$all`, the registry: `$ProjectionsInitialized`, then one `$ProjectionCreated`
-//!   (data: the name) per projection; its event number is the projection's id;
+//!   (data: the name) per projection, whose event number is the projection's id, and a
+//!   `$ProjectionDeleted` per deletion;
 //! - `$projections-{name}`, the definition ([`definition`]), one `$ProjectionUpdated` per change;
 //! - `$projections-{name}-checkpoint`, `$ProjectionCheckpoint` events (`$maxCount` 2) whose
 //!   metadata is the tag of the position processed up to (`$by_event_type` writes it to `$et` as
@@ -30,7 +39,9 @@
 //!
 //! Invariants: at most one task per projection (each task has an id, and what a replaced task
 //! reports is ignored); a checkpoint is written only after everything
-//! emitted before its position is written.
+//! emitted before its position is written; a JavaScript projection's engine holds exactly the
+//! state of the position its task last reached (its next batch is read only after that
+//! position's checkpoint decision).
 
 pub mod category;
 pub mod checkpoint;
@@ -677,13 +688,15 @@ impl Projections {
 
     /// Deletes a stopped or faulted JavaScript projection (a transient one is stopped first):
     /// `$ProjectionDeleted` in the registry, its definition stream deleted, and with the flags
-    /// its checkpoint stream (`delete_checkpoint`) and its stored partition states and result
-    /// streams (`delete_state`). Emitted streams are not tracked, so none is deleted.
+    /// its checkpoint stream (`delete_checkpoint`), its stored partition states and result
+    /// streams (`delete_state`), and the streams it emitted to when it tracked them
+    /// (`delete_emitted`).
     pub async fn delete(
         &self,
         name: &str,
         delete_state: bool,
         delete_checkpoint: bool,
+        delete_emitted: bool,
     ) -> Result<(), ProjError> {
         let _cmd = self.commands.lock().await;
         self.check_running()?;
@@ -710,7 +723,7 @@ impl Projections {
         if delete_state {
             let store = self.store.clone();
             let catalog = js::catalog_stream(name);
-            let mut partitions = self.env.blocking(move || read_catalog(&store, &catalog)).await?;
+            let mut partitions = self.env.blocking(move || read_names(&store, &catalog)).await?;
             partitions.sort();
             partitions.dedup();
             let query = lock(&self.inner).projections.get(name).and_then(|e| e.query_definition.clone());
@@ -726,6 +739,15 @@ impl Projections {
             streams.extend(partitions.iter().map(|p| js::partition_checkpoint_stream(name, p)));
             streams.extend(results);
             streams.push(js::catalog_stream(name));
+        }
+        if delete_emitted && def.config.track_emitted_streams {
+            let store = self.store.clone();
+            let tracking = js::tracking_stream(name);
+            let mut emitted = self.env.blocking(move || read_names(&store, &tracking)).await?;
+            emitted.sort();
+            emitted.dedup();
+            streams.extend(emitted);
+            streams.push(js::tracking_stream(name));
         }
         let ops = streams
             .into_iter()
@@ -998,6 +1020,14 @@ impl Projections {
             let restored = lock(r).restore(from.as_ref().map(|(p, d)| (*p, &d[..])));
             if let Err(e) = restored {
                 return self.fault(&name, id, e);
+            }
+            if lock(r).tracks() {
+                let store = self.store.clone();
+                let stream = js::tracking_stream(&name);
+                match self.env.blocking(move || read_names(&store, &stream)).await {
+                    Ok(streams) => lock(r).set_tracked(streams),
+                    Err(e) => return self.fault(&name, id, format!("cannot read the tracked streams: {e}")),
+                }
             }
         }
         let from = from.map(|(p, _)| p);
@@ -1387,8 +1417,8 @@ fn load_definition(store: &Store, name: &str, id: i64) -> Result<Option<(Definit
     }
 }
 
-/// The partitions of a projection's catalog stream.
-fn read_catalog(store: &Store, stream: &str) -> Result<Vec<String>, StorageError> {
+/// The names a stream's events hold (a projection's partition catalog or tracked streams).
+fn read_names(store: &Store, stream: &str) -> Result<Vec<String>, StorageError> {
     let mut out = Vec::new();
     let mut from = 0;
     loop {
