@@ -1026,7 +1026,13 @@ impl Projections {
                 let stream = js::tracking_stream(&name);
                 match self.env.blocking(move || read_names(&store, &stream)).await {
                     Ok(streams) => lock(r).set_tracked(streams),
-                    Err(e) => return self.fault(&name, id, format!("cannot read the tracked streams: {e}")),
+                    Err(e) => {
+                        return self.storage_failed(
+                            &name,
+                            id,
+                            format!("cannot read the tracked streams: {e}"),
+                        )
+                    }
                 }
             }
         }
