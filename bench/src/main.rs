@@ -23,7 +23,9 @@
 //!   events taken and acknowledged per second with 1 and 4 consumers (pages of 100, one
 //!   `ack?ids=` per page), and the redelivery latency after a nack.
 //! - `annal-bench projections [--events N]` writes a log of N events (default 1,000,000) and
-//!   prints the events per second `$by_category` and `$by_event_type` process together.
+//!   prints the events per second `$by_category` and `$by_event_type` process together, then
+//!   those a JavaScript projection summing a field by stream processes over a log of the same
+//!   shape, and the engine memory of 10,000 of its partitions.
 //! - `annal-bench projections-lag [--seconds N]` appends over 16 connections to a node running
 //!   the system projections and prints how far `$ce-` trails the appends (p50, p99, max).
 //! - `annal-bench cluster [--seconds N] [--rounds N] [--trials N]` starts a 3-node cluster of

@@ -98,6 +98,7 @@ pub fn projection(e: &ProjError) -> Reply {
         ProjError::NotFound => Reply::status(StatusCode::NOT_FOUND, "Not Found"),
         ProjError::NotAuthorized => Reply::unauthorized(),
         ProjError::Invalid(why) => Reply::bad_request(why.clone()),
+        ProjError::Conflict(why) => Reply::status(StatusCode::CONFLICT, why.clone()),
         ProjError::OperationFailed(why) => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
         ProjError::Storage(s) => storage(s),
         ProjError::Write(w) => write(w, WriteKind::Append),

@@ -2,8 +2,8 @@
 //! `ES-Position`, the query and configuration documents, commands and delete.
 //!
 //! Every document is built from a [`View`] of the service; links are absolute, built from the
-//! request's base URL. Commands on the system projections (they run as `$system`) need `$admins`
-//! or `$ops`, whatever `enableRunAs` says.
+//! request's base URL. Creating a projection and changing one (commands, query, configuration,
+//! delete) need `$admins` or `$ops`, whatever `enableRunAs` says; reads need any user.
 
 use http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -14,7 +14,9 @@ use super::media::Media;
 use super::node_info::document;
 use super::reply::Reply;
 use super::request::Req;
-use crate::projections::{Command, ProjError, Projections, View};
+use super::router::name_ok;
+use crate::projections::definition::{Mode, RunAs};
+use crate::projections::{Command, Create, Projections, View};
 
 fn projection_url(base: &str, name: &str) -> String {
     format!("{base}/projection/{name}")
@@ -34,18 +36,18 @@ fn flag(req: &Req, key: &str, default: bool) -> Result<bool, Reply> {
 pub fn stat(base: &str, v: &View) -> Value {
     let name = &v.def.name;
     let url = projection_url(base, name);
-    json!({
+    let mut doc = json!({
         "coreProcessingTime": 0,
         "version": v.def.version,
         "epoch": v.def.epoch,
         "effectiveName": name,
         "writesInProgress": 0,
         "readsInProgress": 0,
-        "partitionsCached": 1,
+        "partitionsCached": v.partitions,
         "status": v.status(),
         "stateReason": v.reason,
         "name": name,
-        "mode": "Continuous",
+        "mode": v.def.mode.name(),
         "position": v.position_text(),
         "progress": v.progress(),
         "lastCheckpoint": v.last_checkpoint_text(),
@@ -60,37 +62,90 @@ pub fn stat(base: &str, v: &View) -> Value {
         "bufferedEvents": v.buffered,
         "writePendingEventsBeforeCheckpoint": 0,
         "writePendingEventsAfterCheckpoint": 0,
-    })
+    });
+    if let Some(q) = v.query_definition.as_ref().filter(|q| q.produces_results) {
+        let stream = q.result_stream.clone().unwrap_or_else(|| format!("$projections-{name}-result"));
+        if let Some(m) = doc.as_object_mut() {
+            m.insert(
+                "resultStreamUrl".into(),
+                json!(format!("{base}/streams/{}", super::text::escape(&stream))),
+            );
+        }
+    }
+    doc
 }
 
 /// `GET /projections/{kind}`: `{"projections":[…]}`.
 pub fn list(p: &Projections, req: &Req, kind: ListKind) -> Reply {
     match p.list() {
         Ok(views) => {
-            let items: Vec<Value> = if kind.shows_continuous() {
-                views.iter().map(|v| stat(&req.base, v)).collect()
-            } else {
-                Vec::new()
-            };
+            let items: Vec<Value> =
+                views.iter().filter(|v| kind.shows(v.def.mode)).map(|v| stat(&req.base, v)).collect();
             document(req, "projections", &json!({ "projections": items }))
         }
         Err(e) => errors::projection(&e),
     }
 }
 
-/// `POST /projections/{mode}`: only the native system projections exist on this node.
-pub fn create(req: &Req, kind: ListKind) -> Reply {
-    if let Err(r) = ["enabled", "emit", "checkpoints", "trackemittedstreams"]
-        .into_iter()
-        .try_for_each(|k| flag(req, k, false).map(drop))
-    {
-        return r;
-    }
+/// `POST /projections/{mode}?name=&type=&enabled=&emit=&checkpoints=&trackemittedstreams=`: the
+/// body is the query. 201 with `Location`; a bad query is a 400 with its message and line.
+pub async fn create(p: &Projections, req: &mut Req, kind: ListKind) -> Reply {
+    let mode = match kind {
+        ListKind::Transient => Mode::Transient,
+        ListKind::OneTime => Mode::OneTime,
+        ListKind::Continuous => Mode::Continuous,
+        ListKind::Any | ListKind::NonTransient => return Reply::bad_request("Not a mode projections run in"),
+    };
+    let flags = (|| {
+        Ok::<_, Reply>((
+            flag(req, "enabled", true)?,
+            flag(req, "emit", false)?,
+            flag(req, "checkpoints", false)?,
+            flag(req, "trackemittedstreams", false)?,
+        ))
+    })();
+    let (enabled, emit, checkpoints, track) = match flags {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
     match req.query("type").map(str::to_ascii_uppercase).as_deref() {
-        None | Some("JS") => Reply::bad_request(format!(
-            "JavaScript projections ({kind:?}) are not supported by this node: only the system projections run"
-        )),
-        Some(other) => Reply::bad_request(format!("Unknown projection type: {other}")),
+        None | Some("" | "JS") => {}
+        Some(other) => return Reply::bad_request(format!("Unknown projection type: {other}")),
+    }
+    let name = match req.query("name").filter(|n| !n.is_empty()) {
+        Some(n) if name_ok(n) => n.to_owned(),
+        Some(_) => return Reply::bad_request("Invalid projection name"),
+        None => p.new_name(),
+    };
+    let Some(principal) = req.principal.clone() else { return Reply::unauthorized() };
+    if mode != Mode::Transient && !principal.is_ops() {
+        return Reply::unauthorized();
+    }
+    let body = match req.take_body() {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Ok(query) = String::from_utf8(body.to_vec()) else {
+        return Reply::bad_request("The query must be UTF-8 text");
+    };
+    let run_as = RunAs { name: principal.login.clone(), roles: principal.groups.clone() };
+    let c = Create {
+        name: name.clone(),
+        mode,
+        query,
+        enabled,
+        emit,
+        checkpoints,
+        track_emitted_streams: track,
+        run_as,
+    };
+    match p.create(c).await {
+        Ok(()) => {
+            let mut r = document(req, "projection", &json!({ "name": name }));
+            r.status = StatusCode::CREATED;
+            r.reason("Created").header("location", projection_url(&req.base, &super::text::escape(&name)))
+        }
+        Err(e) => errors::projection(&e),
     }
 }
 
@@ -110,12 +165,18 @@ pub fn statistics(p: &Projections, req: &Req, name: &str) -> Reply {
     }
 }
 
-/// `GET /projection/{name}/state` and `/result`: a system projection keeps no state, so the body
-/// is empty; `ES-Position` carries the position's tag.
-pub fn state(p: &Projections, req: &Req, name: &str) -> Reply {
-    let _partition = req.query("partition");
-    match p.get(name) {
-        Ok(v) => Reply::body(StatusCode::OK, Media::Json, Vec::new()).header("es-position", v.position_tag()),
+/// `GET /projection/{name}/state[?partition=]` and `/result`: a JavaScript projection's state
+/// or result as JSON (empty when it has none, and for a system projection, which keeps none);
+/// `ES-Position` carries the position's tag.
+pub async fn state(p: &Projections, req: &Req, name: &str, result: bool) -> Reply {
+    let partition = req.query("partition").unwrap_or("").to_owned();
+    let v = match p.get(name) {
+        Ok(v) => v,
+        Err(e) => return errors::projection(&e),
+    };
+    match p.state(name, &partition, result).await {
+        Ok(body) => Reply::body(StatusCode::OK, Media::Json, body.unwrap_or_default())
+            .header("es-position", v.position_tag()),
         Err(e) => errors::projection(&e),
     }
 }
@@ -134,17 +195,70 @@ pub fn query(p: &Projections, req: &Req, name: &str) -> Reply {
         return Reply::body(StatusCode::OK, Media::TextPlain, v.def.query.clone());
     }
     let mut options = Map::new();
-    if v.def.kind.includes_links() {
-        options.insert("includeLinks".into(), json!(true));
+    let mut definition = Map::new();
+    let mut result_stream = format!("$projections-{}-result", v.def.name);
+    match (v.def.system(), &v.query_definition) {
+        (Some(kind), _) => {
+            if kind.includes_links() {
+                options.insert("includeLinks".into(), json!(true));
+            }
+            definition.insert("allEvents".into(), json!(true));
+            definition.insert("allStreams".into(), json!(true));
+        }
+        (None, Some(q)) => {
+            use annal_js::Source;
+            if let Some(r) = &q.result_stream {
+                result_stream = r.clone();
+            }
+            let (all_streams, categories, streams) = match &q.source {
+                Source::All | Source::Matching => (true, Vec::new(), Vec::new()),
+                Source::Categories(c) => (false, c.clone(), Vec::new()),
+                Source::Streams(s) => (false, Vec::new(), s.clone()),
+            };
+            let members = [
+                ("allEvents", json!(q.events.is_none())),
+                ("allStreams", json!(all_streams)),
+                ("byStream", json!(q.by_stream)),
+                ("byCustomPartitions", json!(q.by_custom_partitions)),
+                ("categories", json!(categories)),
+                ("events", json!(q.events.clone().unwrap_or_default())),
+                ("streams", json!(streams)),
+            ];
+            for (k, x) in members {
+                if !matches!(&x, Value::Bool(false)) && x.as_array().is_none_or(|a| !a.is_empty()) {
+                    definition.insert(k.into(), x);
+                }
+            }
+            let opts = [
+                ("resultStreamName", json!(q.result_stream)),
+                ("partitionResultStreamNamePattern", json!(q.partition_result_pattern)),
+                ("reorderEvents", json!(q.reorder_events)),
+                ("processingLag", json!(q.processing_lag)),
+                ("isBiState", json!(q.bi_state)),
+                ("definesStateTransform", json!(q.defines_state_transform)),
+                ("producesResults", json!(q.produces_results)),
+                ("definesFold", json!(true)),
+                ("handlesDeletedNotifications", json!(q.handles_deleted)),
+                ("includeLinks", json!(q.include_links)),
+            ];
+            for (k, x) in opts {
+                if !matches!(&x, Value::Bool(false) | Value::Null) && x.as_u64() != Some(0) {
+                    options.insert(k.into(), x);
+                }
+            }
+        }
+        (None, None) => {}
     }
+    definition.insert("options".into(), Value::Object(options));
     let doc = json!({
         "name": v.def.name,
         "query": v.def.query,
         "emitEnabled": v.def.config.emit_enabled,
-        "checkpointsEnabled": true,
+        "trackEmittedStreams": v.def.config.track_emitted_streams,
+        "checkpointsEnabled": v.def.checkpoints_enabled,
         "type": v.def.kind.handler_type(),
-        "definition": {"allEvents": true, "allStreams": true, "options": options},
-        "outputConfig": {"resultStreamName": format!("$projections-{}-result", v.def.name)},
+        "definition": definition,
+        "outputConfig": {"resultStreamName": result_stream},
     });
     let mut doc = doc;
     if let Some(m) = doc.as_object_mut() {
@@ -163,18 +277,24 @@ fn may_change(req: &Req) -> Result<(), Reply> {
 
 /// `PUT /projection/{name}/query[?emit=]`: the body is the new query text.
 pub async fn query_put(p: &Projections, req: &mut Req, name: &str) -> Reply {
-    if let Err(r) = flag(req, "emit", true).and_then(|emit| {
-        if emit {
-            Ok(())
-        } else {
-            Err(Reply::bad_request("The system projections emit; emit=no is not allowed for them"))
-        }
-    }) {
-        return r;
-    }
-    if let Some(t) = req.query("type") {
-        if !t.eq_ignore_ascii_case("native") && !t.to_ascii_lowercase().starts_with("native:") {
+    let emit = match req.query("emit").filter(|e| !e.is_empty()) {
+        None => None,
+        Some(_) => match flag(req, "emit", true) {
+            Ok(e) => Some(e),
+            Err(r) => return r,
+        },
+    };
+    let system = match p.get(name) {
+        Ok(v) => v.def.system().is_some(),
+        Err(e) => return errors::projection(&e),
+    };
+    if let Some(t) = req.query("type").filter(|t| !t.is_empty()) {
+        let native = t.eq_ignore_ascii_case("native") || t.to_ascii_lowercase().starts_with("native:");
+        if system && !native {
             return Reply::bad_request(format!("The type of a system projection cannot change to {t}"));
+        }
+        if !system && !t.eq_ignore_ascii_case("js") {
+            return Reply::bad_request(format!("The type of a JavaScript projection cannot change to {t}"));
         }
     }
     if let Err(r) = may_change(req) {
@@ -187,7 +307,7 @@ pub async fn query_put(p: &Projections, req: &mut Req, name: &str) -> Reply {
     let Ok(text) = std::str::from_utf8(&body) else {
         return Reply::bad_request("The query must be UTF-8 text");
     };
-    match p.update_query(name, text).await {
+    match p.update_query(name, text, emit).await {
         Ok(()) => named(req, name),
         Err(e) => errors::projection(&e),
     }
@@ -242,12 +362,29 @@ pub async fn command(p: &Projections, req: &Req, name: &str, command: Command) -
     }
 }
 
-/// `DELETE /projection/{name}`: the system projections cannot be deleted.
-pub fn delete(p: &Projections, name: &str) -> Reply {
-    match p.get(name) {
-        Ok(_) => {
-            errors::projection(&ProjError::OperationFailed("System projections cannot be deleted".into()))
-        }
+/// `DELETE /projection/{name}?deleteStateStream=&deleteCheckpointStream=&deleteEmittedStreams=`:
+/// only a stopped or faulted projection (a transient one is stopped); the system projections
+/// cannot be deleted.
+pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
+    let flags = (|| {
+        Ok::<_, Reply>((
+            flag(req, "deleteStateStream", false)?,
+            flag(req, "deleteCheckpointStream", false)?,
+            flag(req, "deleteEmittedStreams", false)?,
+        ))
+    })();
+    let (state, checkpoint, emitted) = match flags {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    if let Err(e) = p.get(name) {
+        return errors::projection(&e);
+    }
+    if let Err(r) = may_change(req) {
+        return r;
+    }
+    match p.delete(name, state, checkpoint, emitted).await {
+        Ok(()) => Reply::status(StatusCode::NO_CONTENT, "No Content"),
         Err(e) => errors::projection(&e),
     }
 }

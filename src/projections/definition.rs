@@ -1,5 +1,5 @@
-//! A projection's definition: what it runs (its query), whether it is enabled, its epoch and
-//! version, and its configuration; stored as `$ProjectionUpdated` events in `$projections-{name}`
+//! A projection's definition: what it runs (a system projection's handler or a JavaScript query),
+//! its mode, whether it is enabled, its epoch and version, who it runs as, and its configuration; stored as `$ProjectionUpdated` events in `$projections-{name}`
 //! (the last one counts), and the configuration document of `/projection/{name}/config`.
 //!
 //! Documents leave out fields that hold 0, `false` or nothing, as v5 writes them; reading one, a
@@ -144,13 +144,97 @@ fn put_members<const N: usize>(m: &mut Map<String, Value>, members: [(&'static s
     }
 }
 
+/// The handler type of a JavaScript projection.
+pub const JS_HANDLER_TYPE: &str = "JS";
+
+/// What runs a projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A system projection (native code).
+    System(SystemKind),
+    /// A JavaScript query.
+    Js,
+}
+
+impl Kind {
+    /// The `handlerType` of the definition (v5's names).
+    pub fn handler_type(self) -> &'static str {
+        match self {
+            Kind::System(k) => k.handler_type(),
+            Kind::Js => JS_HANDLER_TYPE,
+        }
+    }
+
+    /// The system projection, if it is one.
+    pub fn system(self) -> Option<SystemKind> {
+        match self {
+            Kind::System(k) => Some(k),
+            Kind::Js => None,
+        }
+    }
+}
+
+/// A projection's mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Runs to the end of the log, keeps nothing (never stored; no checkpoints, no output).
+    Transient,
+    /// Runs to the end of the log as it was when it started, then completes.
+    OneTime,
+    /// Runs for ever.
+    Continuous,
+}
+
+impl Mode {
+    /// The name in documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Transient => "Transient",
+            Mode::OneTime => "OneTime",
+            Mode::Continuous => "Continuous",
+        }
+    }
+
+    /// The mode of a name.
+    pub fn parse(s: &str) -> Option<Mode> {
+        [Mode::Transient, Mode::OneTime, Mode::Continuous].into_iter().find(|m| m.name() == s)
+    }
+
+    /// Whether it stops at the end of the log.
+    pub fn completes(self) -> bool {
+        !matches!(self, Mode::Continuous)
+    }
+}
+
+/// Who a projection runs as: the user who created or last changed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    /// Login.
+    pub name: String,
+    /// Groups.
+    pub roles: Vec<String>,
+}
+
+impl RunAs {
+    /// The system's identity (the system projections).
+    pub fn system() -> RunAs {
+        RunAs { name: "$system".into(), roles: vec!["$admins".into()] }
+    }
+}
+
 /// A projection's definition (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Definition {
     /// Name.
     pub name: String,
-    /// Which system projection.
-    pub kind: SystemKind,
+    /// What runs it.
+    pub kind: Kind,
+    /// Mode.
+    pub mode: Mode,
+    /// Whether it writes checkpoints (always for a continuous projection).
+    pub checkpoints_enabled: bool,
+    /// Who it runs as.
+    pub run_as: RunAs,
     /// Id: the event number of its `$ProjectionCreated` in the registry.
     pub id: i64,
     /// Query text.
@@ -170,7 +254,10 @@ impl Definition {
     pub fn new_system(kind: SystemKind, id: i64) -> Definition {
         Definition {
             name: kind.name().to_owned(),
-            kind,
+            kind: Kind::System(kind),
+            mode: Mode::Continuous,
+            checkpoints_enabled: true,
+            run_as: RunAs::system(),
             id,
             query: kind.default_query().to_owned(),
             enabled: false,
@@ -178,6 +265,29 @@ impl Definition {
             version: FIRST_VERSION,
             config: ProjectionConfig::system(),
         }
+    }
+
+    /// A JavaScript projection as it is created (its query checked by the caller); its
+    /// configuration has the defaults but for `emitEnabled` and `trackEmittedStreams`.
+    pub fn new_js(name: &str, id: i64, query: &str, mode: Mode, run_as: RunAs) -> Definition {
+        Definition {
+            name: name.to_owned(),
+            kind: Kind::Js,
+            mode,
+            checkpoints_enabled: mode == Mode::Continuous,
+            run_as,
+            id,
+            query: query.to_owned(),
+            enabled: true,
+            epoch: FIRST_EPOCH,
+            version: FIRST_VERSION,
+            config: ProjectionConfig { emit_enabled: false, ..ProjectionConfig::system() },
+        }
+    }
+
+    /// The system projection, if it is one.
+    pub fn system(&self) -> Option<SystemKind> {
+        self.kind.system()
     }
 
     /// The version output is tagged with.
@@ -193,22 +303,39 @@ impl Definition {
             [
                 ("handlerType", json!(self.kind.handler_type())),
                 ("query", json!(self.query)),
-                ("mode", json!("Continuous")),
+                ("mode", json!(self.mode.name())),
                 ("enabled", json!(self.enabled)),
+                ("checkpointsDisabled", json!(!self.checkpoints_enabled)),
                 ("epoch", json!(self.epoch)),
                 ("version", json!(self.version)),
-                ("runAs", json!({"name": "$system", "roles": ["$admins"]})),
+                ("runAs", json!({"name": self.run_as.name, "roles": self.run_as.roles})),
             ],
         );
         put_members(&mut m, self.config.members());
         serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
     }
 
-    /// Reads a stored definition of system projection `kind` with id `id`; `None` when the data is
+    /// Reads the stored definition of projection `name` with id `id`; `None` when the data is
     /// not a definition (the caller keeps what it had).
-    pub fn from_json(kind: SystemKind, id: i64, data: &[u8]) -> Option<Definition> {
+    pub fn from_json(name: &str, id: i64, data: &[u8]) -> Option<Definition> {
         let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(data) else { return None };
-        let mut d = Definition::new_system(kind, id);
+        let mut d = match m.get("handlerType").and_then(Value::as_str) {
+            Some(JS_HANDLER_TYPE) => Definition::new_js(name, id, "", Mode::Continuous, RunAs::system()),
+            _ => Definition::new_system(SystemKind::from_name(name)?, id),
+        };
+        if let Some(mode) = m.get("mode").and_then(Value::as_str) {
+            d.mode = Mode::parse(mode)?;
+        }
+        d.checkpoints_enabled = !m.get("checkpointsDisabled").and_then(Value::as_bool).unwrap_or(false);
+        if let Some(Value::Object(r)) = m.get("runAs") {
+            let name = r.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let roles = r
+                .get("roles")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default();
+            d.run_as = RunAs { name, roles };
+        }
         d.query = match m.get("query") {
             Some(Value::String(q)) => q.clone(),
             None => String::new(),
@@ -243,14 +370,14 @@ mod tests {
                 "maxWriteBatchLength": 500
             })
         );
-        assert_eq!(Definition::from_json(SystemKind::ByCategory, 3, &d.to_json()), Some(d.clone()));
+        assert_eq!(Definition::from_json("$by_category", 3, &d.to_json()), Some(d.clone()));
         d.enabled = true;
         d.epoch = 4;
         d.version = 4;
         d.config.checkpoint_after_ms = 250;
         d.query = String::new();
-        assert_eq!(Definition::from_json(SystemKind::ByCategory, 3, &d.to_json()), Some(d));
-        assert_eq!(Definition::from_json(SystemKind::ByCategory, 3, b"[]"), None);
+        assert_eq!(Definition::from_json("$by_category", 3, &d.to_json()), Some(d));
+        assert_eq!(Definition::from_json("$by_category", 3, b"[]"), None);
     }
 
     #[test]

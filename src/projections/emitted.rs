@@ -161,10 +161,10 @@ impl Emitted {
             .take(w.count)
             .map(|e| NewEvent {
                 id: new_id(),
-                event_type: e.event_type.to_owned(),
+                event_type: e.event_type.to_string(),
                 data: Bytes::from(e.data.clone()),
                 metadata: Bytes::from(e.metadata(&self.version)),
-                is_json: false,
+                is_json: e.is_json,
             })
             .collect();
         WriteOp::Append { stream: w.stream.clone(), expected: w.expected, events }
@@ -196,7 +196,8 @@ mod tests {
     fn emit(stream: &str, pos: u64) -> Emit {
         Emit {
             stream: stream.into(),
-            event_type: "$>",
+            event_type: "$>".into(),
+            is_json: false,
             data: format!("{pos}@src"),
             extra: String::new(),
             position: pos,

@@ -6,9 +6,18 @@
 //! writes what the handler emits ([`emitted`]: exactly once, across restarts) and checkpoints
 //! by the rule of [`checkpoint`]. The decisions are free of I/O; this module is the shell.
 //!
+//! JavaScript projections (with `RunProjections All`) run on the same tasks: their handler is a
+//! query in the `annal-js` engine, which [`js`] feeds with the records its source selects (on
+//! the blocking pool, a batch at a time) and whose outcomes it turns into emits, results and
+//! partition catalog entries, written by the same exactly-once path. Their states go with each
+//! checkpoint (partitions first, then the root, see [`js`]). They are created with
+//! [`Projections::create`] (a transient one lives in memory only), complete at the end of the
+//! log in the one-time and transient modes, and can be deleted ([`Projections::delete`]).
+//!
 //! Durable state lives in streams, so it replicates and is backed up like any other:
 //! - `$projections-$all`, the registry: `$ProjectionsInitialized`, then one `$ProjectionCreated`
-//!   (data: the name) per projection; its event number is the projection's id;
+//!   (data: the name) per projection, whose event number is the projection's id, and a
+//!   `$ProjectionDeleted` per deletion;
 //! - `$projections-{name}`, the definition ([`definition`]), one `$ProjectionUpdated` per change;
 //! - `$projections-{name}-checkpoint`, `$ProjectionCheckpoint` events (`$maxCount` 2) whose
 //!   metadata is the tag of the position processed up to (`$by_event_type` writes it to `$et` as
@@ -30,12 +39,15 @@
 //!
 //! Invariants: at most one task per projection (each task has an id, and what a replaced task
 //! reports is ignored); a checkpoint is written only after everything
-//! emitted before its position is written.
+//! emitted before its position is written; a JavaScript projection's engine holds exactly the
+//! state of the position its task last reached (its next batch is read only after that
+//! position's checkpoint decision).
 
 pub mod category;
 pub mod checkpoint;
 pub mod definition;
 pub mod emitted;
+pub mod js;
 pub mod system;
 
 use std::collections::BTreeMap;
@@ -45,24 +57,29 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use self::checkpoint::{position_text, tag_prefix, Progress, Tag};
-use self::definition::{Definition, ProjectionConfig, UPDATED_EVENT_TYPE};
+use self::definition::{Definition, Kind, Mode, ProjectionConfig, RunAs, UPDATED_EVENT_TYPE};
 use self::emitted::{Emitted, Head, Pending};
+use self::js::JsRunner;
 use self::system::{SystemHandler, SystemKind};
 use crate::config::RunProjections;
 use crate::env::Env;
 use crate::log::record::Record;
-use crate::store::{NewEvent, ReadError, StorageError, Store, WriteError, ANY};
+use crate::store::{NewEvent, ReadError, StorageError, Store, WriteError, WriteOp, ANY};
 
 /// The registry stream.
 pub const REGISTRY_STREAM: &str = "$projections-$all";
 /// The event type of a projection's creation in the registry.
 pub const CREATED_EVENT_TYPE: &str = "$ProjectionCreated";
+/// The event type of a projection's deletion in the registry.
+pub const DELETED_EVENT_TYPE: &str = "$ProjectionDeleted";
 /// The event type that opens the registry.
 pub const INITIALIZED_EVENT_TYPE: &str = "$ProjectionsInitialized";
 /// The event type of a checkpoint.
 pub const CHECKPOINT_EVENT_TYPE: &str = "$ProjectionCheckpoint";
 /// Records one batch of a projection reads at most (below `pendingEventsThreshold`).
 pub const BATCH_RECORDS_MAX: usize = 4096;
+/// Partition checkpoint writes handed to the store at once.
+pub const PARTITION_WRITES_MAX: usize = 1024;
 /// Times a projection reads an emitted stream's head again after a refused write, per batch,
 /// before it faults.
 pub const WRITE_RETRIES_MAX: usize = 5;
@@ -97,6 +114,9 @@ pub enum ProjError {
     /// A bad query or configuration.
     #[error("{0}")]
     Invalid(String),
+    /// A projection of that name exists.
+    #[error("{0}")]
+    Conflict(String),
     /// Refused in the projection's current state.
     #[error("{0}")]
     OperationFailed(String),
@@ -106,6 +126,28 @@ pub enum ProjError {
     /// A write of the projection's streams failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+}
+
+/// A JavaScript projection to create.
+#[derive(Clone, Debug)]
+pub struct Create {
+    /// Name.
+    pub name: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Query text.
+    pub query: String,
+    /// Start at once.
+    pub enabled: bool,
+    /// `emitEnabled`.
+    pub emit: bool,
+    /// Checkpoints (a one-time projection's choice; continuous ones always checkpoint,
+    /// transient ones never do).
+    pub checkpoints: bool,
+    /// `trackEmittedStreams` (only with `emit`).
+    pub track_emitted_streams: bool,
+    /// Who creates it (it runs as them).
+    pub run_as: RunAs,
 }
 
 /// A command on one projection.
@@ -132,6 +174,8 @@ pub enum RunState {
     Aborted,
     /// Stopped by an error (see the reason).
     Faulted,
+    /// A one-time or transient projection that reached the end of the log.
+    Completed,
 }
 
 /// A projection's figures for documents.
@@ -157,6 +201,10 @@ pub struct View {
     pub buffered: u64,
     /// The committed log position, for `progress`.
     pub committed: u64,
+    /// Partitions a JavaScript projection holds (1 for the others).
+    pub partitions: u64,
+    /// What a JavaScript projection's query defines.
+    pub query_definition: Option<annal_js::Definition>,
 }
 
 impl View {
@@ -168,6 +216,7 @@ impl View {
             RunState::Running => "Running",
             RunState::Aborted => "Aborted",
             RunState::Faulted => "Faulted",
+            RunState::Completed => "Completed",
         };
         if self.def.enabled && matches!(self.state, RunState::Stopped | RunState::Faulted) {
             format!("{s} (Enabled)")
@@ -230,6 +279,12 @@ struct Entry {
     checkpoint_writing: bool,
     written: u64,
     buffered: u64,
+    /// A JavaScript projection's engine: the running one, or the last one to run.
+    js: Option<Arc<Mutex<JsRunner>>>,
+    /// What its query defines.
+    query_definition: Option<annal_js::Definition>,
+    /// Partitions it holds.
+    partitions: u64,
 }
 
 impl Entry {
@@ -246,6 +301,9 @@ impl Entry {
             checkpoint_writing: false,
             written: 0,
             buffered: 0,
+            js: None,
+            query_definition: None,
+            partitions: 1,
         }
     }
 }
@@ -275,7 +333,7 @@ pub struct Projections {
     leads: std::sync::OnceLock<LeaderCheck>,
 }
 
-fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -303,6 +361,11 @@ impl Projections {
             commands: tokio::sync::Mutex::new(()),
             leads: std::sync::OnceLock::new(),
         })
+    }
+
+    /// A name for a projection created without one.
+    pub fn new_name(&self) -> String {
+        self.env.new_uuid().hyphenated().to_string()
     }
 
     /// Which projections run on this node.
@@ -342,24 +405,36 @@ impl Projections {
         }
         let ids = self.ensure_registry().await?;
         let store = self.store.clone();
-        let kinds: Vec<(SystemKind, i64)> = SystemKind::ALL.into_iter().zip(ids).collect();
         let loaded = self
             .env
             .blocking(move || {
-                kinds
-                    .into_iter()
-                    .map(|(k, id)| load_definition(&store, k, id).map(|d| (k, id, d)))
+                ids.into_iter()
+                    .map(|(name, id)| load_definition(&store, &name, id).map(|d| (name, id, d)))
                     .collect::<Result<Vec<_>, StorageError>>()
             })
             .await?;
         let mut entries = Vec::new();
-        for (kind, id, found) in loaded {
-            let (mut def, mut last) = found.unwrap_or_else(|| (Definition::new_system(kind, id), -1));
-            if last < 0 || (self.start_standard && !def.enabled) {
-                def.enabled |= self.start_standard;
-                last = self.write_definition(&def, last).await?;
+        for (name, id, found) in loaded {
+            match SystemKind::from_name(&name) {
+                Some(kind) => {
+                    let (mut def, mut last) = found.unwrap_or_else(|| (Definition::new_system(kind, id), -1));
+                    if last < 0 || (self.start_standard && !def.enabled) {
+                        def.enabled |= self.start_standard;
+                        last = self.write_definition(&def, last).await?;
+                    }
+                    entries.push(Entry::new(def, last));
+                }
+                None => {
+                    let Some((def, last)) = found else {
+                        tracing::warn!(projection = %name, "no readable definition; the projection is left out");
+                        continue;
+                    };
+                    let query_definition = js::check(&def.query).ok();
+                    let mut e = Entry::new(def, last);
+                    e.query_definition = query_definition;
+                    entries.push(e);
+                }
             }
-            entries.push(Entry::new(def, last));
         }
         let generation = {
             let mut inner = lock(&self.inner);
@@ -371,7 +446,7 @@ impl Projections {
         let names: Vec<String> = lock(&self.inner)
             .projections
             .values()
-            .filter(|e| e.def.enabled)
+            .filter(|e| e.def.enabled && self.may_run(&e.def))
             .map(|e| e.def.name.clone())
             .collect();
         for name in names {
@@ -411,8 +486,14 @@ impl Projections {
         done
     }
 
-    /// The ids of the system projections, creating the registry or the entries it lacks.
-    async fn ensure_registry(&self) -> Result<Vec<i64>, ProjError> {
+    /// Whether this node runs `def` (JavaScript projections only with `RunProjections All`).
+    fn may_run(&self, def: &Definition) -> bool {
+        def.system().is_some() || self.mode == RunProjections::All
+    }
+
+    /// The ids of every projection in the registry, creating the registry or the system
+    /// projections' entries it lacks.
+    async fn ensure_registry(&self) -> Result<BTreeMap<String, i64>, ProjError> {
         let store = self.store.clone();
         let (mut ids, last) = self.env.blocking(move || read_registry(&store)).await?;
         let missing: Vec<SystemKind> =
@@ -431,7 +512,7 @@ impl Projections {
                 ids.insert(k.name().to_owned(), first_created + i as i64);
             }
         }
-        Ok(SystemKind::ALL.iter().map(|k| ids[k.name()]).collect())
+        Ok(ids)
     }
 
     /// Writes `def` after event `last` of its stream; the new last event number.
@@ -461,6 +542,8 @@ impl Projections {
             written: e.written,
             buffered: e.buffered,
             committed: self.store.log().committed(),
+            partitions: e.partitions,
+            query_definition: e.query_definition.clone(),
         }
     }
 
@@ -523,21 +606,227 @@ impl Projections {
         Ok(())
     }
 
-    /// Replaces the query (`PUT /projection/{name}/query`): checked first; the version rises and
-    /// an enabled projection restarts with it from its checkpoint.
-    pub async fn update_query(&self, name: &str, query: &str) -> Result<(), ProjError> {
+    /// Replaces the query (`PUT /projection/{name}/query[?emit=]`): checked first (a
+    /// JavaScript query's syntax error is refused with its message and line); the version rises
+    /// and an enabled projection restarts with it from its checkpoint. `emit` changes a
+    /// JavaScript projection's `emitEnabled`; the system projections always emit.
+    pub async fn update_query(&self, name: &str, query: &str, emit: Option<bool>) -> Result<(), ProjError> {
         let _cmd = self.commands.lock().await;
         self.check_running()?;
         let (mut def, last, _) = self.current(name)?;
-        SystemHandler::new(def.kind, query).map_err(ProjError::Invalid)?;
+        let mut query_definition = None;
+        match def.kind {
+            Kind::System(kind) => {
+                SystemHandler::new(kind, query).map_err(ProjError::Invalid)?;
+                if emit == Some(false) {
+                    return Err(ProjError::Invalid(
+                        "The system projections emit; emit=no is not allowed for them".into(),
+                    ));
+                }
+            }
+            Kind::Js => {
+                query_definition = Some(js::check(query).map_err(ProjError::Invalid)?);
+                if let Some(emit) = emit {
+                    def.config.emit_enabled = emit;
+                    def.config.track_emitted_streams &= emit;
+                }
+            }
+        }
         self.stop_one(name, Stop::Graceful).await;
         def.query = query.to_owned();
         def.version += 1;
         self.store_definition(&def, last).await?;
+        if query_definition.is_some() {
+            self.with_entry(name, |e| e.query_definition = query_definition);
+        }
         if def.enabled {
             self.restart(name);
         }
         Ok(())
+    }
+
+    /// Creates a JavaScript projection (`POST /projections/{mode}`): the query is checked first
+    /// (a syntax or API error is refused with its message and line); a transient projection
+    /// lives in memory only, the others are registered in `$projections-$all` and defined in
+    /// their own stream. It starts at once when enabled.
+    pub async fn create(&self, c: Create) -> Result<(), ProjError> {
+        let _cmd = self.commands.lock().await;
+        self.check_running()?;
+        if self.mode != RunProjections::All {
+            return Err(ProjError::Invalid(
+                "JavaScript projections run only with RunProjections All; this node runs the system projections only"
+                    .into(),
+            ));
+        }
+        if lock(&self.inner).projections.contains_key(&c.name) {
+            return Err(ProjError::Conflict(format!("Duplicate projection names : {}", c.name)));
+        }
+        let query_definition = js::check(&c.query).map_err(ProjError::Invalid)?;
+        let mut def = Definition::new_js(&c.name, -1, &c.query, c.mode, c.run_as);
+        def.enabled = c.enabled;
+        def.config.emit_enabled = c.emit && c.mode != Mode::Transient;
+        def.config.track_emitted_streams = c.track_emitted_streams && def.config.emit_enabled;
+        def.checkpoints_enabled = match c.mode {
+            Mode::Continuous => true,
+            Mode::OneTime => c.checkpoints,
+            Mode::Transient => false,
+        };
+        let mut last = -1;
+        if c.mode != Mode::Transient {
+            let ev = self.event(CREATED_EVENT_TYPE, c.name.as_bytes().to_vec(), Vec::new(), false);
+            def.id = self.store.append_async(REGISTRY_STREAM, ANY, vec![ev]).await?.last_event_number;
+            last = self.write_definition(&def, ANY).await?;
+        }
+        let mut e = Entry::new(def, last);
+        e.query_definition = Some(query_definition);
+        lock(&self.inner).projections.insert(c.name.clone(), e);
+        if c.enabled {
+            self.restart(&c.name);
+        }
+        Ok(())
+    }
+
+    /// Deletes a stopped or faulted JavaScript projection (a transient one is stopped first):
+    /// `$ProjectionDeleted` in the registry, its definition stream deleted, and with the flags
+    /// its checkpoint stream (`delete_checkpoint`), its stored partition states and result
+    /// streams (`delete_state`), and the streams it emitted to when it tracked them
+    /// (`delete_emitted`).
+    pub async fn delete(
+        &self,
+        name: &str,
+        delete_state: bool,
+        delete_checkpoint: bool,
+        delete_emitted: bool,
+    ) -> Result<(), ProjError> {
+        let _cmd = self.commands.lock().await;
+        self.check_running()?;
+        let (def, _, running) = self.current(name)?;
+        if def.system().is_some() {
+            return Err(ProjError::OperationFailed("System projections cannot be deleted".into()));
+        }
+        if def.mode == Mode::Transient {
+            self.stop_one(name, Stop::Now).await;
+            lock(&self.inner).projections.remove(name);
+            return Ok(());
+        }
+        if running {
+            return Err(ProjError::OperationFailed(
+                "Cannot delete a projection that hasn't been stopped or faulted.".into(),
+            ));
+        }
+        let ev = self.event(DELETED_EVENT_TYPE, name.as_bytes().to_vec(), Vec::new(), false);
+        self.store.append_async(REGISTRY_STREAM, ANY, vec![ev]).await?;
+        let mut streams = vec![definition_stream(name)];
+        if delete_checkpoint {
+            streams.push(checkpoint_stream(name));
+        }
+        if delete_state {
+            let store = self.store.clone();
+            let catalog = js::catalog_stream(name);
+            let mut partitions = self.env.blocking(move || read_names(&store, &catalog)).await?;
+            partitions.sort();
+            partitions.dedup();
+            let query = lock(&self.inner).projections.get(name).and_then(|e| e.query_definition.clone());
+            let results: Vec<String> = match &query {
+                Some(q) => partitions
+                    .iter()
+                    .map(String::as_str)
+                    .chain(std::iter::once(""))
+                    .map(|p| js::result_stream(name, q, p))
+                    .collect(),
+                None => vec![js::default_result_stream(name)],
+            };
+            streams.extend(partitions.iter().map(|p| js::partition_checkpoint_stream(name, p)));
+            streams.extend(results);
+            streams.push(js::catalog_stream(name));
+        }
+        if delete_emitted && def.config.track_emitted_streams {
+            let store = self.store.clone();
+            let tracking = js::tracking_stream(name);
+            let mut emitted = self.env.blocking(move || read_names(&store, &tracking)).await?;
+            emitted.sort();
+            emitted.dedup();
+            streams.extend(emitted);
+            streams.push(js::tracking_stream(name));
+        }
+        let ops = streams
+            .into_iter()
+            .map(|stream| WriteOp::Delete { stream, expected: ANY, hard: false })
+            .collect();
+        for r in self.store.write_all_async(ops).await {
+            match r {
+                Ok(_) | Err(WriteError::StreamDeleted | WriteError::WrongExpectedVersion { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        lock(&self.inner).projections.remove(name);
+        Ok(())
+    }
+
+    /// A JavaScript projection's state (`result`: its result) of `partition` (`""`: the root),
+    /// from its engine, or else from what it stored (the last checkpoint; for a result, the last
+    /// event of the result stream). `None` for a system projection or a partition never seen.
+    pub async fn state(
+        &self,
+        name: &str,
+        partition: &str,
+        result: bool,
+    ) -> Result<Option<String>, ProjError> {
+        self.check_running()?;
+        let (def, js_runner, at) = {
+            let inner = lock(&self.inner);
+            let e = inner.projections.get(name).ok_or(ProjError::NotFound)?;
+            (e.def.clone(), e.js.clone(), e.last_checkpoint)
+        };
+        if def.system().is_some() {
+            return Ok(None);
+        }
+        let p = partition.to_owned();
+        let store = self.store.clone();
+        let now = self.env.clock.wall_micros();
+        let found = self
+            .env
+            .blocking(move || -> Result<Option<String>, StorageError> {
+                let mut result_stream = None;
+                if let Some(r) = js_runner {
+                    let mut r = lock(&r);
+                    let held = if result { r.result(&p) } else { r.state(&p) };
+                    if let Ok(Some(s)) = held {
+                        return Ok(Some(s));
+                    }
+                    result_stream = Some(r.result_stream(&p));
+                }
+                let version = def.projection_version();
+                if result {
+                    let stream = result_stream.unwrap_or_else(|| js::default_result_stream(&def.name));
+                    return match store.read_event(&stream, -1, false, now) {
+                        Ok(Some(e)) if e.event.event_type == js::RESULT_TYPE => {
+                            Ok(Some(String::from_utf8_lossy(&e.event.data).into_owned()))
+                        }
+                        Ok(_)
+                        | Err(
+                            ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_),
+                        ) => Ok(None),
+                        Err(ReadError::Storage(e)) => Err(e),
+                    };
+                }
+                let Some((tag, data)) = read_last_checkpoint(&store, &checkpoint_stream(&def.name))? else {
+                    return Ok(None);
+                };
+                if tag.version.id != version.id || tag.version.epoch != version.epoch {
+                    return Ok(None);
+                }
+                if p.is_empty() {
+                    return Ok(match serde_json::from_slice::<Value>(&data) {
+                        Ok(Value::Array(a)) => a.first().filter(|v| !v.is_null()).map(Value::to_string),
+                        _ => None,
+                    });
+                }
+                let at = at.unwrap_or(tag.position).min(tag.position);
+                js::load_partition(&store, &def.name, &p, &version, at, now).map_err(StorageError::Corrupt)
+            })
+            .await?;
+        Ok(found)
     }
 
     /// Replaces configuration fields (`PUT /projection/{name}/config`); only while the projection
@@ -571,7 +860,8 @@ impl Projections {
     }
 
     async fn store_definition(&self, def: &Definition, last: i64) -> Result<(), ProjError> {
-        let new_last = self.write_definition(def, last).await?;
+        let new_last =
+            if def.mode == Mode::Transient { last } else { self.write_definition(def, last).await? };
         self.with_entry(&def.name, |e| {
             e.def = def.clone();
             e.def_last = new_last;
@@ -606,7 +896,13 @@ impl Projections {
     }
 
     fn restart(&self, name: &str) {
-        let generation = lock(&self.inner).generation;
+        let generation = {
+            let inner = lock(&self.inner);
+            match inner.projections.get(name) {
+                Some(e) if self.may_run(&e.def) => inner.generation,
+                _ => return,
+            }
+        };
         self.spawn_run(name, generation);
     }
 
@@ -682,57 +978,103 @@ impl Projections {
         });
     }
 
-    /// A projection's task: from its checkpoint, batch after batch, until asked to stop.
+    /// A projection's task: from its checkpoint, batch after batch, until asked to stop (a
+    /// one-time or transient projection stops by itself at the end of the log as it was when
+    /// the task started).
     async fn run(&self, def: Definition, id: u64, mut stop: tokio::sync::watch::Receiver<Stop>) {
         let name = def.name.clone();
-        let handler = match SystemHandler::new(def.kind, &def.query) {
-            Ok(h) => h,
-            Err(e) => return self.fault(&name, id, e),
+        let handler = match def.kind {
+            Kind::System(kind) => match SystemHandler::new(kind, &def.query) {
+                Ok(h) => Handler::System(h),
+                Err(e) => return self.fault(&name, id, e),
+            },
+            Kind::Js => match JsRunner::new(&def) {
+                Ok(r) => {
+                    let r = Arc::new(Mutex::new(r));
+                    self.report(&name, id, |e| e.js = Some(r.clone()));
+                    Handler::Js(r)
+                }
+                Err(e) => return self.fault(&name, id, e),
+            },
         };
-        if !def.config.emit_enabled {
+        if def.system().is_some() && !def.config.emit_enabled {
             return self.fault(&name, id, EMIT_NOT_ALLOWED.into());
         }
         let version = def.projection_version();
+        let checkpoints = def.checkpoints_enabled && def.mode != Mode::Transient;
         let store = self.store.clone();
         let cp_stream = checkpoint_stream(&name);
-        let loaded = self.env.blocking(move || read_last_tag(&store, &cp_stream)).await;
+        let loaded = if checkpoints {
+            self.env.blocking(move || read_last_checkpoint(&store, &cp_stream)).await
+        } else {
+            Ok(None)
+        };
         let from = match loaded {
-            Ok(Some(tag)) if tag.version.id == version.id && tag.version.epoch == version.epoch => {
-                Some(tag.position)
+            Ok(Some((tag, data))) if tag.version.id == version.id && tag.version.epoch == version.epoch => {
+                Some((tag.position, data))
             }
             Ok(_) => None,
             Err(e) => return self.storage_failed(&name, id, format!("cannot read the checkpoint: {e}")),
         };
+        if let Handler::Js(r) = &handler {
+            let restored = lock(r).restore(from.as_ref().map(|(p, d)| (*p, &d[..])));
+            if let Err(e) = restored {
+                return self.fault(&name, id, e);
+            }
+            if lock(r).tracks() {
+                let store = self.store.clone();
+                let stream = js::tracking_stream(&name);
+                match self.env.blocking(move || read_names(&store, &stream)).await {
+                    Ok(streams) => lock(r).set_tracked(streams),
+                    Err(e) => {
+                        return self.storage_failed(
+                            &name,
+                            id,
+                            format!("cannot read the tracked streams: {e}"),
+                        )
+                    }
+                }
+            }
+        }
+        let from = from.map(|(p, _)| p);
         let start = from.unwrap_or(0);
         self.report(&name, id, |e| {
             e.position = Some(start);
             e.last_checkpoint = from;
         });
+        // A one-time or transient projection ends where the log ended when it started.
+        let end_at = def.mode.completes().then(|| self.store.log().committed());
+        let mut completed = false;
         let mut follow = self.store.follow(start);
         let mut progress = Progress::new(def.config.thresholds(), start, self.env.clock.monotonic());
         let mut emitted = Emitted::new(version, def.config.max_write_batch_length as usize);
         let batch_max = (def.config.pending_events_threshold as usize).clamp(1, BATCH_RECORDS_MAX);
         let mut last_checkpoint = from;
-        // The next batch is read and handled while the one before it is written.
+        // The next batch is read and handled while the one before it is written (not for a
+        // JavaScript projection: its state must be the batch's at the checkpoint after it).
+        let pipelined = matches!(handler, Handler::System(_));
         let mut next: Option<Batch> = None;
         let how = loop {
+            if end_at.is_some_and(|end| progress.position() >= end) {
+                completed = true;
+                break Stop::Graceful;
+            }
             let batch = match next.take() {
                 Some(b) => b,
-                None => match read_batch(&mut follow, &handler, &mut stop, batch_max).await {
+                None => match self.read_batch(&mut follow, &handler, &mut stop, batch_max).await {
                     Read::Batch(b) => b,
                     Read::Stop(how) => break how,
-                    Read::Failed(e) => {
-                        return self.storage_failed(&name, id, format!("cannot read the log: {e}"))
-                    }
+                    Read::Failed(e) => return self.fault(&name, id, e),
+                    Read::Storage(e) => return self.storage_failed(&name, id, e),
                 },
             };
             let count = batch.emits.len() as u64;
             self.report(&name, id, |e| e.buffered = count);
             let pending = Pending::new(batch.emits);
-            let (written, more) = if follow.has_more() {
+            let (written, more) = if pipelined && follow.has_more() && end_at.is_none() {
                 let (w, r) = tokio::join!(
                     self.write_emits(&mut emitted, pending),
-                    read_batch(&mut follow, &handler, &mut stop, batch_max)
+                    self.read_batch(&mut follow, &handler, &mut stop, batch_max)
                 );
                 (w, Some(r))
             } else {
@@ -746,44 +1088,102 @@ impl Projections {
             }
             progress.batch(batch.handled, batch.last_handled, batch.end);
             let pos = progress.position();
+            let partitions = match &handler {
+                Handler::Js(r) => lock(r).partitions(),
+                Handler::System(_) => 1,
+            };
             self.report(&name, id, |e| {
                 e.position = Some(pos);
                 e.processed += batch.handled;
                 e.written += count;
                 e.buffered = 0;
+                e.partitions = partitions;
             });
             if !self.leads() {
                 break Stop::Now;
             }
             let now = self.env.clock.monotonic();
-            if progress.due(now) {
-                match self.write_checkpoint(&def, &name, id, pos).await {
+            if checkpoints && progress.due(now) {
+                match self.write_checkpoint(&def, &handler, id, pos).await {
                     Ok(()) => {
                         progress.checkpointed(now);
                         last_checkpoint = Some(pos);
                     }
-                    Err(reason) => return self.storage_failed(&name, id, reason),
+                    Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
+                    Err(WriteFailure::Storage(reason)) => return self.storage_failed(&name, id, reason),
+                    Err(WriteFailure::NotLeader) => break Stop::Now,
                 }
             }
             match more {
                 None => {}
                 Some(Read::Batch(b)) => next = Some(b),
                 Some(Read::Stop(how)) => break how,
-                Some(Read::Failed(e)) => {
-                    return self.storage_failed(&name, id, format!("cannot read the log: {e}"))
-                }
+                Some(Read::Failed(e)) => return self.fault(&name, id, e),
+                Some(Read::Storage(e)) => return self.storage_failed(&name, id, e),
             }
         };
-        if how == Stop::Graceful && last_checkpoint != Some(progress.position()) {
+        if how == Stop::Graceful && checkpoints && last_checkpoint != Some(progress.position()) {
             let pos = progress.position();
-            if let Err(reason) = self.write_checkpoint(&def, &name, id, pos).await {
-                return self.storage_failed(&name, id, reason);
+            match self.write_checkpoint(&def, &handler, id, pos).await {
+                Ok(()) => {}
+                Err(WriteFailure::Fault(reason)) => return self.fault(&name, id, reason),
+                Err(WriteFailure::Storage(reason)) => return self.storage_failed(&name, id, reason),
+                Err(WriteFailure::NotLeader) => {}
             }
         }
         self.report(&name, id, |e| {
-            e.state = RunState::Stopped;
+            e.state = if completed { RunState::Completed } else { RunState::Stopped };
             e.run = None;
         });
+    }
+
+    /// Waits for records past `follow` (or a stop), reads up to `max` and hands them to
+    /// `handler` (a JavaScript projection's on the blocking pool).
+    async fn read_batch(
+        &self,
+        follow: &mut crate::store::follow::Follow,
+        handler: &Handler,
+        stop: &mut tokio::sync::watch::Receiver<Stop>,
+        max: usize,
+    ) -> Read {
+        let records = tokio::select! {
+            biased;
+            s = stop.wait_for(|s| *s != Stop::No) => return Read::Stop(s.map_or(Stop::Now, |s| *s)),
+            r = follow.next(max) => r,
+        };
+        let records = match records {
+            Ok(r) => r,
+            Err(e) => return Read::Storage(format!("cannot read the log: {e}")),
+        };
+        let end = follow.position();
+        match handler {
+            Handler::System(h) => {
+                let mut b = Batch { emits: Vec::new(), handled: 0, last_handled: None, end };
+                for r in &records {
+                    if let Record::Event(e) = r {
+                        if h.handle(e, &mut b.emits) {
+                            b.handled += 1;
+                            b.last_handled = Some(e.log_position);
+                        }
+                    }
+                }
+                Read::Batch(b)
+            }
+            Handler::Js(r) => {
+                let (r, store) = (r.clone(), self.store.clone());
+                let now = self.env.clock.wall_micros();
+                match self.env.blocking(move || lock(&r).handle(&records, &store, now)).await {
+                    Ok(h) => Read::Batch(Batch {
+                        emits: h.emits,
+                        handled: h.handled,
+                        last_handled: h.last_handled,
+                        end,
+                    }),
+                    Err(js::HandleError::Query(e)) => Read::Failed(e),
+                    Err(js::HandleError::Storage(e)) => Read::Storage(e),
+                }
+            }
+        }
     }
 
     /// Writes a batch's emits (see [`emitted`]).
@@ -852,11 +1252,38 @@ impl Projections {
         Ok(())
     }
 
-    async fn write_checkpoint(&self, def: &Definition, name: &str, id: u64, pos: u64) -> Result<(), String> {
+    /// Writes a checkpoint at `pos`: a JavaScript projection's changed partition states first,
+    /// then the root checkpoint.
+    async fn write_checkpoint(
+        &self,
+        def: &Definition,
+        handler: &Handler,
+        id: u64,
+        pos: u64,
+    ) -> Result<(), WriteFailure> {
+        let name = def.name.as_str();
         self.report(name, id, |e| e.checkpoint_writing = true);
         let tag = format!("{}}}", tag_prefix(&def.projection_version(), pos));
         let stream = checkpoint_stream(name);
+        let mut data = b"[null]".to_vec();
+        let mut partitions = Vec::new();
+        if let Handler::Js(runner) = handler {
+            let snap = lock(runner).snapshot();
+            match snap {
+                Ok(snap) => {
+                    data = snap.root.into_bytes();
+                    partitions = snap.partitions;
+                }
+                Err(reason) => {
+                    self.report(name, id, |e| e.checkpoint_writing = false);
+                    return Err(WriteFailure::Fault(reason));
+                }
+            }
+        }
         let r = async {
+            if !partitions.is_empty() {
+                self.write_partition_checkpoints(name, &tag, partitions).await?;
+            }
             let store = self.store.clone();
             let s = stream.clone();
             let fresh = self.env.blocking(move || store.stream_state(&s)).await?.last < 0;
@@ -864,9 +1291,9 @@ impl Projections {
                 let meta = self.event("$metadata", br#"{"$maxCount":2}"#.to_vec(), Vec::new(), true);
                 self.store.append_async(&format!("$${stream}"), ANY, vec![meta]).await?;
             }
-            let ev = self.event(CHECKPOINT_EVENT_TYPE, b"[null]".to_vec(), tag.clone().into_bytes(), true);
+            let ev = self.event(CHECKPOINT_EVENT_TYPE, data, tag.clone().into_bytes(), true);
             self.store.append_async(&stream, ANY, vec![ev]).await?;
-            if def.kind == SystemKind::ByEventType {
+            if def.system() == Some(SystemKind::ByEventType) {
                 let ev = self.event("$Checkpoint", tag.clone().into_bytes(), tag.clone().into_bytes(), true);
                 self.store.append_async("$et", ANY, vec![ev]).await?;
             }
@@ -879,8 +1306,48 @@ impl Projections {
                 e.last_checkpoint = Some(pos);
             }
         });
-        r.map_err(|e| format!("cannot write a checkpoint: {e}"))
+        r.map_err(|e| WriteFailure::Storage(format!("cannot write a checkpoint: {e}")))
     }
+
+    /// Writes each changed partition's state to its checkpoint stream (`$maxCount` 2 set first
+    /// on a new one), in groups of [`PARTITION_WRITES_MAX`] operations.
+    async fn write_partition_checkpoints(
+        &self,
+        name: &str,
+        tag: &str,
+        parts: Vec<js::PartitionState>,
+    ) -> Result<(), ProjError> {
+        let mut ops = Vec::new();
+        for js::PartitionState { partition, state, fresh } in parts {
+            let stream = js::partition_checkpoint_stream(name, &partition);
+            if fresh {
+                let meta = self.event("$metadata", br#"{"$maxCount":2}"#.to_vec(), Vec::new(), true);
+                ops.push(WriteOp::Append {
+                    stream: format!("$${stream}"),
+                    expected: ANY,
+                    events: vec![meta],
+                });
+            }
+            let ev =
+                self.event(js::PARTITION_CHECKPOINT_TYPE, state.into_bytes(), tag.as_bytes().to_vec(), true);
+            ops.push(WriteOp::Append { stream, expected: ANY, events: vec![ev] });
+        }
+        while !ops.is_empty() {
+            let rest = ops.split_off(ops.len().min(PARTITION_WRITES_MAX));
+            for r in self.store.write_all_async(std::mem::replace(&mut ops, rest)).await {
+                r?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What handles a projection's records.
+enum Handler {
+    /// A system projection's native handler.
+    System(SystemHandler),
+    /// A JavaScript projection's engine (shared with the entry, for its state and result).
+    Js(Arc<Mutex<JsRunner>>),
 }
 
 /// A batch of records, handled and not yet written.
@@ -898,35 +1365,10 @@ struct Batch {
 enum Read {
     Batch(Batch),
     Stop(Stop),
-    Failed(StorageError),
-}
-
-/// Waits for records past `follow` (or a stop), reads up to `max` and hands them to `handler`.
-async fn read_batch(
-    follow: &mut crate::store::follow::Follow,
-    handler: &SystemHandler,
-    stop: &mut tokio::sync::watch::Receiver<Stop>,
-    max: usize,
-) -> Read {
-    let records = tokio::select! {
-        biased;
-        s = stop.wait_for(|s| *s != Stop::No) => return Read::Stop(s.map_or(Stop::Now, |s| *s)),
-        r = follow.next(max) => r,
-    };
-    let records = match records {
-        Ok(r) => r,
-        Err(e) => return Read::Failed(e),
-    };
-    let mut b = Batch { emits: Vec::new(), handled: 0, last_handled: None, end: follow.position() };
-    for r in &records {
-        if let Record::Event(e) = r {
-            if handler.handle(e, &mut b.emits) {
-                b.handled += 1;
-                b.last_handled = Some(e.log_position);
-            }
-        }
-    }
-    Read::Batch(b)
+    /// The projection faults, for this reason (its query failed).
+    Failed(String),
+    /// The store failed: the projection starts again from its checkpoint a moment later.
+    Storage(String),
 }
 
 /// The registry's ids by name and its last event number.
@@ -942,8 +1384,11 @@ fn read_registry(store: &Store) -> Result<(BTreeMap<String, i64>, i64), StorageE
         };
         for e in &slice.events {
             let e = &e.event;
+            let name = String::from_utf8_lossy(&e.data).into_owned();
             if e.event_type == CREATED_EVENT_TYPE {
-                ids.entry(String::from_utf8_lossy(&e.data).into_owned()).or_insert(e.event_number);
+                ids.insert(name, e.event_number);
+            } else if e.event_type == DELETED_EVENT_TYPE {
+                ids.remove(&name);
             }
         }
         if slice.is_end_of_stream || slice.events.is_empty() {
@@ -953,20 +1398,23 @@ fn read_registry(store: &Store) -> Result<(BTreeMap<String, i64>, i64), StorageE
     }
 }
 
-/// A system projection's stored definition and the last event number of its stream.
-fn load_definition(
-    store: &Store,
-    kind: SystemKind,
-    id: i64,
-) -> Result<Option<(Definition, i64)>, StorageError> {
-    let stream = definition_stream(kind.name());
+/// A projection's stored definition and the last event number of its stream (a system
+/// projection's unreadable definition gives its default one; a JavaScript projection's, none).
+fn load_definition(store: &Store, name: &str, id: i64) -> Result<Option<(Definition, i64)>, StorageError> {
+    let stream = definition_stream(name);
     match store.read_event(&stream, -1, false, 0) {
         Ok(Some(e)) => {
             let last = store.stream_state(&stream)?.last;
-            let def = Definition::from_json(kind, id, &e.event.data).unwrap_or_else(|| {
-                tracing::warn!(projection = kind.name(), "unreadable definition; using the default");
-                Definition::new_system(kind, id)
-            });
+            let def = match Definition::from_json(name, id, &e.event.data) {
+                Some(d) => d,
+                None => match SystemKind::from_name(name) {
+                    Some(kind) => {
+                        tracing::warn!(projection = name, "unreadable definition; using the default");
+                        Definition::new_system(kind, id)
+                    }
+                    None => return Ok(None),
+                },
+            };
             Ok(Some((def, last)))
         }
         Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => Ok(None),
@@ -975,10 +1423,29 @@ fn load_definition(
     }
 }
 
-/// The tag of a stream's last event.
-fn read_last_tag(store: &Store, stream: &str) -> Result<Option<Tag>, StorageError> {
+/// The names a stream's events hold (a projection's partition catalog or tracked streams).
+fn read_names(store: &Store, stream: &str) -> Result<Vec<String>, StorageError> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let slice = match store.read_forward(stream, from, 4096, false, 0) {
+            Ok(s) => s,
+            Err(ReadError::NoStream | ReadError::StreamDeleted) => return Ok(out),
+            Err(ReadError::InvalidPosition(p)) => return Err(StorageError::Corrupt(format!("position {p}"))),
+            Err(ReadError::Storage(e)) => return Err(e),
+        };
+        out.extend(slice.events.iter().map(|e| String::from_utf8_lossy(&e.event.data).into_owned()));
+        if slice.is_end_of_stream || slice.events.is_empty() {
+            return Ok(out);
+        }
+        from = slice.next_event_number;
+    }
+}
+
+/// The tag and data of a checkpoint stream's last event.
+fn read_last_checkpoint(store: &Store, stream: &str) -> Result<Option<(Tag, bytes::Bytes)>, StorageError> {
     match store.read_event(stream, -1, false, 0) {
-        Ok(Some(e)) => Ok(Tag::from_metadata(&e.event.metadata)),
+        Ok(Some(e)) => Ok(Tag::from_metadata(&e.event.metadata).map(|t| (t, e.event.data))),
         Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted) => Ok(None),
         Err(ReadError::InvalidPosition(p)) => Err(StorageError::Corrupt(format!("position {p}"))),
         Err(ReadError::Storage(e)) => Err(e),

@@ -18,6 +18,8 @@
 //! The handler only decides; the caller tags each [`Emit`] with the projection's version and the
 //! source position, gives it an id and writes it ([`Emit::metadata`]).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::category::{CategoryRule, DEFAULT_RULE};
@@ -108,8 +110,10 @@ impl SystemKind {
 pub struct Emit {
     /// The stream it goes to.
     pub stream: String,
-    /// Its type (`$>` or `$@`).
-    pub event_type: &'static str,
+    /// Its type (`$>` or `$@` for the system projections; a JavaScript projection's own).
+    pub event_type: Cow<'static, str>,
+    /// Whether its data is JSON.
+    pub is_json: bool,
     /// Its data (`{n}@{stream}` for a link, a stream name for `$@`).
     pub data: String,
     /// Members of its metadata after the tag, already JSON (`"$o":"a-1"`), or empty.
@@ -157,7 +161,7 @@ pub struct SystemHandler {
 }
 
 /// The stream a deletion record deletes, if `ev` is one.
-fn deleted_stream(ev: &EventRecord) -> Option<&str> {
+pub(crate) fn deleted_stream(ev: &EventRecord) -> Option<&str> {
     if ev.is_tombstone() {
         return Some(&ev.stream);
     }
@@ -219,9 +223,10 @@ impl SystemHandler {
         if is_link && !self.kind.includes_links() {
             return false;
         }
-        let emit = |stream: String, event_type, data: String, extra: String| Emit {
+        let emit = |stream: String, event_type: &'static str, data: String, extra: String| Emit {
             stream,
-            event_type,
+            event_type: Cow::Borrowed(event_type),
+            is_json: false,
             data,
             extra,
             position: ev.log_position,
@@ -317,7 +322,7 @@ mod tests {
             h.handle(e, &mut out);
         }
         out.into_iter()
-            .map(|e| (e.stream.clone(), e.event_type.to_owned(), e.data.clone(), e.metadata(&v)))
+            .map(|e| (e.stream.clone(), e.event_type.to_string(), e.data.clone(), e.metadata(&v)))
             .collect()
     }
 

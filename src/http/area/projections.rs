@@ -15,6 +15,7 @@ use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{name_ok, Level, Spec};
 use super::super::{media, projections, Api};
+use crate::projections::definition::Mode;
 use crate::projections::Command;
 
 /// Largest query or configuration body.
@@ -47,9 +48,15 @@ impl ListKind {
         })
     }
 
-    /// Whether a continuous projection is in the list.
-    pub fn shows_continuous(self) -> bool {
-        matches!(self, ListKind::Any | ListKind::NonTransient | ListKind::Continuous)
+    /// Whether a projection of `mode` is in the list.
+    pub fn shows(self, mode: Mode) -> bool {
+        match self {
+            ListKind::Any => true,
+            ListKind::NonTransient => mode != Mode::Transient,
+            ListKind::Transient => mode == Mode::Transient,
+            ListKind::OneTime => mode == Mode::OneTime,
+            ListKind::Continuous => mode == Mode::Continuous,
+        }
     }
 
     /// A mode projections can be created in.
@@ -181,11 +188,12 @@ pub async fn dispatch(api: &Arc<Api>, route: ProjRoute, req: &mut Req) -> Reply 
     }
     match route {
         ProjRoute::List(kind) => projections::list(p, req, kind),
-        ProjRoute::Create(kind) => projections::create(req, kind),
+        ProjRoute::Create(kind) => projections::create(p, req, kind).await,
         ProjRoute::Get(n) => projections::get(p, req, &n),
-        ProjRoute::Delete(n) => projections::delete(p, &n),
+        ProjRoute::Delete(n) => projections::delete(p, req, &n).await,
         ProjRoute::Statistics(n) => projections::statistics(p, req, &n),
-        ProjRoute::State(n) | ProjRoute::Result(n) => projections::state(p, req, &n),
+        ProjRoute::State(n) => projections::state(p, req, &n, false).await,
+        ProjRoute::Result(n) => projections::state(p, req, &n, true).await,
         ProjRoute::Query(n) => projections::query(p, req, &n),
         ProjRoute::QueryPut(n) => projections::query_put(p, req, &n).await,
         ProjRoute::Config(n) => projections::config(p, req, &n),

@@ -1,0 +1,479 @@
+//! A JavaScript projection's side of the service: which committed records reach its query, the
+//! events it sees (links resolved), and what its outcomes become (events to emit, results,
+//! the partition catalog, checkpoints of its states). The query runs in the `annal-js` engine,
+//! which decides and writes nothing; this module turns records into its events and its effects
+//! into [`Emit`]s the service writes exactly once ([`super::emitted`]).
+//!
+//! Where state lives:
+//! - the root state (`[state, shared]` with biState) in the checkpoint event of
+//!   `$projections-{name}-checkpoint`, data `[root]`;
+//! - each partition's state in `$projections-{name}-{partition}-checkpoint` (`$Checkpoint`
+//!   events, `$maxCount` 2), written before the root checkpoint at every checkpoint for the
+//!   partitions changed since the one before. Loading a partition takes its newest checkpoint of
+//!   the current epoch at or before the root checkpoint's position: one written for a checkpoint
+//!   whose root event never made it is ignored, and the partition's changes after the root
+//!   checkpoint are processed again;
+//! - results in `$projections-{name}-result` (or the query's result stream) and
+//!   `$projections-{name}-{partition}-result`, `Result` events (`ResultRemoved` when a filter
+//!   drops the result), emitted like any other output;
+//! - the catalog `$projections-{name}-partitions`, a `$partition` event per new partition;
+//! - with `trackEmittedStreams`, `$projections-{name}-emittedstreams`: a `$StreamTracked` event
+//!   (data: the stream) before the first event emitted to each stream.
+//!
+//! Which records a query sees: `fromAll` every event of a stream not starting with `$`;
+//! `fromStream(s)` the events of the streams named; `fromCategory` those of the streams whose
+//! category (the text before the first `-`) is named. Links (`$>`) are resolved to their target
+//! unless the query sets `$includeLinks`; with it they reach the query as they are (under
+//! `fromAll` they are passed over otherwise). A stream's deletion reaches a `$deleted` handler.
+//!
+//! Invariant: the engine's states always correspond to everything processed up to the batch the
+//! service last handed it; the service takes a snapshot only between batches.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use annal_js::{Engine, JsError, Limits, Outcome, Source};
+use serde_json::Value;
+
+use super::category::{CategoryRule, DEFAULT_RULE};
+use super::checkpoint::{ProjectionVersion, Tag};
+use super::definition::{Definition, Mode};
+use super::system::{deleted_stream, Emit, LINK_TYPE};
+use crate::log::record::{EventRecord, Record};
+use crate::store::{ReadError, Store};
+
+/// The event type of a partition's checkpoint.
+pub const PARTITION_CHECKPOINT_TYPE: &str = "$Checkpoint";
+/// The event type of a result.
+pub const RESULT_TYPE: &str = "Result";
+/// The event type of a result a filter dropped.
+pub const RESULT_REMOVED_TYPE: &str = "ResultRemoved";
+/// The event type of a catalog entry.
+pub const PARTITION_TYPE: &str = "$partition";
+/// Partition names longer than this fault the projection (they name streams).
+pub const PARTITION_NAME_MAX: usize = 1024;
+/// The event type of an emitted stream's entry in the tracking stream.
+pub const STREAM_TRACKED_TYPE: &str = "$StreamTracked";
+/// Tracked stream names a projection remembers at most.
+pub const TRACKED_STREAMS_MAX: usize = 65_536;
+/// Metadata keys of the tag, which a query's own metadata cannot set.
+const TAG_KEYS: [&str; 4] = ["$v", "$c", "$p", "$causedBy"];
+
+/// `$projections-{name}-{partition}-checkpoint`.
+pub fn partition_checkpoint_stream(name: &str, partition: &str) -> String {
+    format!("$projections-{name}-{partition}-checkpoint")
+}
+
+/// `$projections-{name}-partitions`.
+pub fn catalog_stream(name: &str) -> String {
+    format!("$projections-{name}-partitions")
+}
+
+/// `$projections-{name}-emittedstreams`, the streams a projection emitted to (with
+/// `trackEmittedStreams`).
+pub fn tracking_stream(name: &str) -> String {
+    format!("$projections-{name}-emittedstreams")
+}
+
+/// The default result stream.
+pub fn default_result_stream(name: &str) -> String {
+    format!("$projections-{name}-result")
+}
+
+/// The result stream of projection `name` (its query defining `def`) for `partition` (`""`:
+/// the root): the query's own names, or `$projections-{name}[-{partition}]-result`.
+pub fn result_stream(name: &str, def: &annal_js::Definition, partition: &str) -> String {
+    if partition.is_empty() {
+        return def.result_stream.clone().unwrap_or_else(|| default_result_stream(name));
+    }
+    match &def.partition_result_pattern {
+        Some(p) => p.replace("{0}", partition),
+        None => format!("$projections-{name}-{partition}-result"),
+    }
+}
+
+/// Compiles a query for a check (create, update): the message and line of what is wrong.
+pub fn check(query: &str) -> Result<annal_js::Definition, String> {
+    Engine::compile(query, Limits::default(), true).map(|e| e.definition().clone()).map_err(describe)
+}
+
+/// An engine error as a status reason.
+pub fn describe(e: JsError) -> String {
+    e.to_string()
+}
+
+/// Why handling a batch failed.
+#[derive(Debug)]
+pub enum HandleError {
+    /// The query failed (or gave what cannot be written): the projection faults.
+    Query(String),
+    /// A read of the store failed: the projection starts again from its checkpoint.
+    Storage(String),
+}
+
+/// What handling a batch gave.
+#[derive(Debug, Default)]
+pub struct Handled {
+    /// Events to write.
+    pub emits: Vec<Emit>,
+    /// Events that reached a handler.
+    pub handled: u64,
+    /// The position of the last of them.
+    pub last_handled: Option<u64>,
+}
+
+/// A changed partition's state, for its checkpoint.
+#[derive(Debug)]
+pub struct PartitionState {
+    /// The partition.
+    pub partition: String,
+    /// Its state, JSON.
+    pub state: String,
+    /// Its checkpoint stream is new (it needs `$maxCount`).
+    pub fresh: bool,
+}
+
+/// What a checkpoint writes.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The root checkpoint's data (`[root state]`).
+    pub root: String,
+    /// The partitions changed since the last checkpoint.
+    pub partitions: Vec<PartitionState>,
+}
+
+/// One running JavaScript projection (see the module doc).
+pub struct JsRunner {
+    engine: Engine,
+    name: String,
+    version: ProjectionVersion,
+    mode: Mode,
+    category: CategoryRule,
+    /// Where the root checkpoint the run started from lies (partitions stored past it are
+    /// ignored); `None`: a fresh start, nothing is stored.
+    restored_at: Option<u64>,
+    /// Partitions first met in this run and not stored yet (their checkpoint streams get
+    /// `$maxCount` with their first checkpoint).
+    fresh: HashSet<String>,
+    /// With `trackEmittedStreams`: the streams already in the tracking stream (at most
+    /// [`TRACKED_STREAMS_MAX`]; past that it is cleared, and a stream may be tracked twice).
+    tracked: Option<HashSet<String>>,
+}
+
+impl JsRunner {
+    /// Compiles `def`'s query.
+    pub fn new(def: &Definition) -> Result<JsRunner, String> {
+        let emit = def.config.emit_enabled && def.mode != Mode::Transient;
+        let engine = Engine::compile(&def.query, Limits::default(), emit).map_err(describe)?;
+        let category = CategoryRule::parse(DEFAULT_RULE)?;
+        Ok(JsRunner {
+            engine,
+            name: def.name.clone(),
+            version: def.projection_version(),
+            mode: def.mode,
+            category,
+            restored_at: None,
+            fresh: HashSet::new(),
+            tracked: (def.config.track_emitted_streams && def.config.emit_enabled).then(HashSet::new),
+        })
+    }
+
+    /// What the query defines.
+    pub fn definition(&self) -> &annal_js::Definition {
+        self.engine.definition()
+    }
+
+    /// Starts from a root checkpoint at `position` whose data is `data` (`None`: from the start).
+    pub fn restore(&mut self, from: Option<(u64, &[u8])>) -> Result<(), String> {
+        let root = match from {
+            None => None,
+            Some((_, data)) => match serde_json::from_slice::<Value>(data) {
+                Ok(Value::Array(mut a)) if !a.is_empty() => match a.swap_remove(0) {
+                    Value::Null => None,
+                    v => Some(v.to_string()),
+                },
+                _ => return Err("the checkpoint's data is not a state".into()),
+            },
+        };
+        self.restored_at = from.map(|(p, _)| p);
+        self.engine.restore(root.as_deref()).map_err(describe)
+    }
+
+    /// With `trackEmittedStreams`, the streams already tracked (read from the tracking stream).
+    pub fn set_tracked(&mut self, streams: Vec<String>) {
+        if let Some(t) = self.tracked.as_mut() {
+            t.extend(streams.into_iter().take(TRACKED_STREAMS_MAX));
+        }
+    }
+
+    /// Whether it tracks the streams it emits to.
+    pub fn tracks(&self) -> bool {
+        self.tracked.is_some()
+    }
+
+    /// Whether the query reads `stream`'s events.
+    fn selects(&self, stream: &str) -> bool {
+        match &self.definition().source {
+            Source::All | Source::Matching => !stream.starts_with('$'),
+            Source::Streams(s) => s.iter().any(|x| x == stream),
+            Source::Categories(c) => self.category.category(stream).is_some_and(|k| c.iter().any(|x| x == k)),
+        }
+    }
+
+    /// Hands the events of `records` to the query; `now_us` is the clock for reads of link
+    /// targets and stored partitions.
+    pub fn handle(&mut self, records: &[Record], store: &Store, now_us: i64) -> Result<Handled, HandleError> {
+        let mut out = Handled::default();
+        let def = self.definition().clone();
+        for r in records {
+            let Record::Event(e) = r else { continue };
+            if def.handles_deleted {
+                if let Some(stream) = deleted_stream(e) {
+                    if self.selects(stream) {
+                        let soft = !e.is_tombstone();
+                        let stream = stream.to_owned();
+                        self.one(e, &stream, None, Some(soft), store, now_us, &mut out)?;
+                    }
+                    continue;
+                }
+            }
+            if !self.selects(&e.stream) {
+                continue;
+            }
+            if e.event_type == LINK_TYPE && !def.include_links {
+                if matches!(def.source, Source::All | Source::Matching) {
+                    continue;
+                }
+                let Some(target) = resolve(store, e, now_us).map_err(HandleError::Storage)? else { continue };
+                if !def.handles_type(&target.event_type) {
+                    continue;
+                }
+                self.one(&target, &target.stream.clone(), Some(e), None, store, now_us, &mut out)?;
+                continue;
+            }
+            if !def.handles_type(&e.event_type) {
+                continue;
+            }
+            self.one(e, &e.stream, None, None, store, now_us, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// One event (`link`: the link it was read through; `deleted`: a deletion of `stream`).
+    #[allow(clippy::too_many_arguments)]
+    fn one(
+        &mut self,
+        e: &EventRecord,
+        stream: &str,
+        link: Option<&EventRecord>,
+        deleted: Option<bool>,
+        store: &Store,
+        now_us: i64,
+        out: &mut Handled,
+    ) -> Result<(), HandleError> {
+        let source = link.unwrap_or(e);
+        let id = uuid::Uuid::from_bytes(e.event_id).hyphenated().to_string();
+        let ev = annal_js::Event {
+            stream_id: stream,
+            sequence_number: e.event_number,
+            event_type: &e.event_type,
+            data: &e.data,
+            metadata: &e.metadata,
+            link_metadata: link.map_or(&[][..], |l| &l.metadata[..]),
+            is_json: e.is_json(),
+            timestamp_ms: (e.timestamp_us / 1000) as f64,
+            event_id: &id,
+            position: source.log_position,
+            deleted,
+        };
+        let mut failed: Option<String> = None;
+        let (name, version, restored_at) = (self.name.clone(), self.version, self.restored_at);
+        let mut load = |p: &str| -> Option<String> {
+            let at = restored_at?;
+            match load_partition(store, &name, p, &version, at, now_us) {
+                Ok(s) => s,
+                Err(e) => {
+                    failed = Some(e);
+                    None
+                }
+            }
+        };
+        let outcome = self.engine.process(&ev, &mut load).map_err(|e| HandleError::Query(describe(e)))?;
+        if let Some(e) = failed {
+            return Err(HandleError::Storage(e));
+        }
+        if outcome.handled {
+            out.handled += 1;
+            out.last_handled = Some(source.log_position);
+        }
+        self.effects(outcome, source, out).map_err(HandleError::Query)
+    }
+
+    fn effects(&mut self, o: Outcome, source: &EventRecord, out: &mut Handled) -> Result<(), String> {
+        for line in &o.logs {
+            tracing::info!(projection = %self.name, "{line}");
+        }
+        let emit = |stream: String, event_type: String, data: String, extra: String, is_json: bool| Emit {
+            stream,
+            event_type: Cow::Owned(event_type),
+            is_json,
+            data,
+            extra,
+            position: source.log_position,
+            caused_by: source.event_id,
+        };
+        for e in o.emits {
+            if let Some(tracked) = self.tracked.as_mut() {
+                if !tracked.contains(&e.stream) {
+                    if tracked.len() >= TRACKED_STREAMS_MAX {
+                        tracked.clear();
+                    }
+                    tracked.insert(e.stream.clone());
+                    let (stream, data) = (tracking_stream(&self.name), e.stream.clone());
+                    out.emits.push(emit(stream, STREAM_TRACKED_TYPE.into(), data, String::new(), false));
+                }
+            }
+            let extra = metadata_members(e.metadata.as_deref());
+            out.emits.push(emit(e.stream, e.event_type, e.data, extra, e.is_json));
+        }
+        if self.mode == Mode::Transient {
+            return Ok(());
+        }
+        for p in o.new_partitions {
+            if p.len() > PARTITION_NAME_MAX {
+                return Err(format!("a partition name is longer than {PARTITION_NAME_MAX} bytes"));
+            }
+            self.fresh.insert(p.clone());
+            out.emits.push(emit(catalog_stream(&self.name), PARTITION_TYPE.into(), p, String::new(), false));
+        }
+        for (p, result) in o.results {
+            let stream = self.result_stream(&p);
+            let (ty, data, is_json) = match result {
+                Some(r) => (RESULT_TYPE, r, true),
+                None => (RESULT_REMOVED_TYPE, String::new(), false),
+            };
+            out.emits.push(emit(stream, ty.into(), data, String::new(), is_json));
+        }
+        Ok(())
+    }
+
+    /// The result stream of a partition (`""`: the root).
+    pub fn result_stream(&self, partition: &str) -> String {
+        result_stream(&self.name, self.definition(), partition)
+    }
+
+    /// The states changed since the last snapshot.
+    pub fn snapshot(&mut self) -> Result<Snapshot, String> {
+        let s = self.engine.checkpoint().map_err(describe)?;
+        let partitions = s
+            .partitions
+            .into_iter()
+            .map(|(partition, state)| {
+                let fresh = self.fresh.remove(&partition);
+                PartitionState { partition, state, fresh }
+            })
+            .collect();
+        Ok(Snapshot { root: format!("[{}]", s.root), partitions })
+    }
+
+    /// A partition's state (`""`: the root), if the engine holds it.
+    pub fn state(&mut self, partition: &str) -> Result<Option<String>, String> {
+        self.engine.state(partition).map_err(describe)
+    }
+
+    /// A partition's result, if the engine holds it.
+    pub fn result(&mut self, partition: &str) -> Result<Option<String>, String> {
+        self.engine.result(partition).map_err(describe)
+    }
+
+    /// Partitions held, the root included (0 once the engine failed).
+    pub fn partitions(&mut self) -> u64 {
+        if self.engine.is_spent() {
+            return 0;
+        }
+        self.engine.partitions().unwrap_or(0)
+    }
+
+    /// Bytes the engine holds.
+    pub fn memory_used(&self) -> u64 {
+        self.engine.memory_used()
+    }
+}
+
+/// A query's metadata object as members after the tag (the tag's own keys dropped).
+fn metadata_members(meta: Option<&str>) -> String {
+    let Some(Ok(Value::Object(m))) = meta.map(serde_json::from_str::<Value>) else { return String::new() };
+    let mut out = String::new();
+    for (k, v) in m {
+        if TAG_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&Value::from(k).to_string());
+        out.push(':');
+        out.push_str(&v.to_string());
+    }
+    out
+}
+
+/// The target of link `e` as a record (`None`: gone or not a link).
+fn resolve(store: &Store, e: &EventRecord, now_us: i64) -> Result<Option<EventRecord>, String> {
+    let text = String::from_utf8_lossy(&e.data);
+    let Some((n, stream)) = text.split_once('@') else { return Ok(None) };
+    let Ok(n) = n.trim().parse::<i64>() else { return Ok(None) };
+    match store.read_event(stream, n, false, now_us) {
+        Ok(Some(r)) => {
+            let t = r.event;
+            let mut flags = 0;
+            if t.is_json {
+                flags |= crate::log::record::flags::IS_JSON;
+            }
+            Ok(Some(EventRecord {
+                log_position: t.position,
+                flags,
+                transaction_position: t.position,
+                transaction_offset: 0,
+                event_number: t.event_number,
+                event_id: t.id,
+                timestamp_us: t.timestamp_us,
+                stream: t.stream,
+                event_type: t.event_type,
+                data: t.data,
+                metadata: t.metadata,
+            }))
+        }
+        Ok(None) | Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
+            Ok(None)
+        }
+        Err(ReadError::Storage(e)) => Err(format!("cannot read a link's target: {e}")),
+    }
+}
+
+/// A partition's stored state: its newest checkpoint of `version`'s epoch at or before `at`.
+pub fn load_partition(
+    store: &Store,
+    name: &str,
+    partition: &str,
+    version: &ProjectionVersion,
+    at: u64,
+    now_us: i64,
+) -> Result<Option<String>, String> {
+    let stream = partition_checkpoint_stream(name, partition);
+    let slice = match store.read_backward(&stream, -1, 2, false, now_us) {
+        Ok(s) => s,
+        Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
+            return Ok(None)
+        }
+        Err(ReadError::Storage(e)) => return Err(format!("cannot read {stream}: {e}")),
+    };
+    for e in &slice.events {
+        let e = &e.event;
+        let Some(tag) = Tag::from_metadata(&e.metadata) else { continue };
+        if tag.version.id == version.id && tag.version.epoch == version.epoch && tag.position <= at {
+            return Ok(Some(String::from_utf8_lossy(&e.data).into_owned()));
+        }
+    }
+    Ok(None)
+}
