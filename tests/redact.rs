@@ -30,17 +30,25 @@ async fn redact(db: &Path, events: &str) -> (Option<i32>, String) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redacted_events_read_as_ff_bytes_and_nothing_else_changes() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::for_dir(dir.path());
+/// A node serving `dir` with small chunks and the redaction socket, its serving task and a
+/// client.
+type Served =
+    (Arc<Node>, tokio::task::JoinHandle<Result<(), annal::store::StorageError>>, http_support::Client);
+
+async fn serve_node(dir: &Path) -> Served {
+    let mut config = Config::for_dir(dir);
     config.chunk_size = 16 * 1024;
     config.password_iterations = 16;
     config.enable_unix_socket = true;
     let node = Node::open(annal::env::real::env(), config).unwrap();
     let (addr, serve) = node.bind().await.unwrap();
-    let done = tokio::spawn(serve);
-    let client = http_support::Client { addr };
+    (node, tokio::spawn(serve), http_support::Client { addr })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redacted_events_read_as_ff_bytes_and_nothing_else_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, done, client) = serve_node(dir.path()).await;
     for k in 0..4 {
         client.append_n(&format!("s{k}"), 0, 60).await;
     }
@@ -304,14 +312,7 @@ async fn another_user_cannot_use_the_redaction_socket() {
     let dir = tempfile::tempdir().unwrap();
     // The other user may reach the directory (as on a shared host); the socket is the guard.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut config = Config::for_dir(dir.path());
-    config.chunk_size = 16 * 1024;
-    config.password_iterations = 16;
-    config.enable_unix_socket = true;
-    let node = Node::open(annal::env::real::env(), config).unwrap();
-    let (addr, serve) = node.bind().await.unwrap();
-    let done = tokio::spawn(serve);
-    let client = http_support::Client { addr };
+    let (node, done, client) = serve_node(dir.path()).await;
     for k in 0..4 {
         client.append_n("s0", k * 60, 60).await;
     }
