@@ -39,17 +39,9 @@ async fn caught_up(s: &Server) {
 
 /// A stream as `[type, data, metadata]` rows, ids and times replaced.
 fn read_stream(s: &Server, stream: &str) -> Vec<Value> {
-    let slice = match s.node.store().read_forward(stream, 0, 10_000, false, i64::MAX / 2) {
-        Ok(slice) => slice,
-        Err(annal::store::ReadError::NoStream) => return Vec::new(),
-        Err(e) => panic!("{stream}: {e}"),
-    };
-    slice
-        .events
-        .iter()
-        .map(|e| {
-            let e = &e.event;
-            let mut meta: Value = serde_json::from_slice(&e.metadata).unwrap_or(Value::Null);
+    support::stream_rows(s, stream)
+        .into_iter()
+        .map(|(event_type, data, mut meta)| {
             if let Some(m) = meta.as_object_mut() {
                 for k in ["$causedBy", "$eventTimestamp"] {
                     if m.contains_key(k) {
@@ -62,7 +54,7 @@ fn read_stream(s: &Server, stream: &str) -> Vec<Value> {
                     }
                 }
             }
-            json!([e.event_type, String::from_utf8_lossy(&e.data), meta])
+            json!([event_type, data, meta])
         })
         .collect()
 }

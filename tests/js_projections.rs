@@ -77,20 +77,7 @@ async fn status_becomes(s: &Server, name: &str, want: &str) -> Value {
 
 /// A stream's events as `(type, data, metadata)`.
 fn read_stream(s: &Server, stream: &str) -> Vec<(String, String, Value)> {
-    let slice = match s.node.store().read_forward(stream, 0, 10_000, false, i64::MAX / 2) {
-        Ok(slice) => slice,
-        Err(annal::store::ReadError::NoStream | annal::store::ReadError::StreamDeleted) => return Vec::new(),
-        Err(e) => panic!("{stream}: {e}"),
-    };
-    slice
-        .events
-        .iter()
-        .map(|e| {
-            let e = &e.event;
-            let meta = serde_json::from_slice(&e.metadata).unwrap_or(Value::Null);
-            (e.event_type.clone(), String::from_utf8_lossy(&e.data).into_owned(), meta)
-        })
-        .collect()
+    support::stream_rows(s, stream)
 }
 
 /// Orders for the examples: three streams of `order`, amounts 1..=9 (order-1: 1,4,7 …).

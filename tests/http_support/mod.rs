@@ -231,3 +231,22 @@ impl Server {
         s
     }
 }
+
+/// A stream's events as `(type, data, metadata)`, read from the node's store (a stream that does
+/// not exist or is deleted reads as empty).
+pub fn stream_rows(s: &Server, stream: &str) -> Vec<(String, String, Value)> {
+    let slice = match s.node.store().read_forward(stream, 0, 10_000, false, i64::MAX / 2) {
+        Ok(slice) => slice,
+        Err(annal::store::ReadError::NoStream | annal::store::ReadError::StreamDeleted) => return Vec::new(),
+        Err(e) => panic!("{stream}: {e}"),
+    };
+    slice
+        .events
+        .iter()
+        .map(|e| {
+            let e = &e.event;
+            let meta = serde_json::from_slice(&e.metadata).unwrap_or(Value::Null);
+            (e.event_type.clone(), String::from_utf8_lossy(&e.data).into_owned(), meta)
+        })
+        .collect()
+}
