@@ -103,11 +103,15 @@ pub enum Bug {
     /// A projection that restarts from an older checkpoint writes again the emits its output
     /// streams already hold (it ignores their last tags).
     ProjectionReemitsCovered,
+    /// A JavaScript partition loaded from a checkpoint that a newer one follows does not write
+    /// the loaded one again before its next checkpoint (`$maxCount` may then drop the only
+    /// checkpoint a restart can use).
+    PartitionCheckpointNotKept,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 23] = [
+    pub const ALL: [Bug; 24] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -131,6 +135,7 @@ impl Bug {
         Bug::SubPinnedIgnoresHolder,
         Bug::AckAfterFailedCheckpoint,
         Bug::ProjectionReemitsCovered,
+        Bug::PartitionCheckpointNotKept,
     ];
 
     /// The switch's command-line name.
@@ -159,6 +164,7 @@ impl Bug {
             Bug::SubPinnedIgnoresHolder => "sub-pinned-ignores-holder",
             Bug::AckAfterFailedCheckpoint => "ack-after-failed-checkpoint",
             Bug::ProjectionReemitsCovered => "projection-reemits-covered",
+            Bug::PartitionCheckpointNotKept => "partition-checkpoint-not-kept",
         }
     }
 

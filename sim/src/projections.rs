@@ -1,7 +1,12 @@
 //! The projections scenario ([`crate::scenario::Scenario::Projections`]): the node runs the five
-//! system projections (`--run-projections System --start-standard-projections`) while a producer
-//! writes streams of a few categories, beside the usual clients, under the node's fault plan
-//! (crashes, power losses, disk faults).
+//! system projections and two JavaScript projections (`--run-projections All
+//! --start-standard-projections`) while a producer writes streams of a few categories, beside the
+//! usual clients, under the node's fault plan (crashes, power losses, disk faults).
+//!
+//! The producer first creates the JavaScript projections of [`annal_model::projections::js`]
+//! (stopped, then given a low `checkpointHandledThreshold` so that they checkpoint often, then
+//! enabled; each step retried until it is answered, for at most [`SETUP_GRACE`] past the
+//! workload phase), alongside its appends.
 //!
 //! The **producer** host appends, every 20 to 80 ms of simulated time, one to three events to a
 //! stream `{category}-{k}` ([`CATEGORIES`], [`STREAMS_PER_CATEGORY`]) with types from [`TYPES`],
@@ -10,9 +15,10 @@
 //! is unknown is not retried: what counts is what the log holds.
 //!
 //! After the workload phase (and the healing restart) the producer stops and the projections get
-//! [`DRAIN`] to catch up. Then the harness reads the node's whole log and the projections' output
+//! [`DRAIN`] to catch up. The producer then asks the node for the JavaScript projections' states
+//! over HTTP ([`JsSeen`]); the harness reads the node's whole log and the projections' output
 //! streams from its store ([`Outcome::read`]); [`crate::checker::projections`] compares them with
-//! the reference fold of the `model` crate.
+//! the reference folds of the `model` crate.
 //!
 //! Invariant: every choice comes from the run's seed; the producer acts only through the node's
 //! HTTP API, and the harness only reads the node's store once the run is over.
@@ -20,10 +26,12 @@
 // The producer runs on a turmoil client host, whose tokio clock is the simulation's paused clock.
 #![allow(clippy::disallowed_methods)]
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
-use annal_model::projections::Source;
+use annal_model::projections::{js, Source};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -47,6 +55,42 @@ pub const DRAIN: Duration = Duration::from_secs(20);
 pub const PRODUCER: &str = "producer";
 /// Events per page when the harness reads the log and the output streams.
 const PAGE: usize = 500;
+/// The partitioned JavaScript projection ([`js::BY_STREAM_QUERY`]).
+pub const BY_STREAM: &str = "sim-by-stream";
+/// The whole-log JavaScript projection ([`js::TYPES_QUERY`]).
+pub const TYPES_PROJECTION: &str = "sim-types";
+/// The JavaScript projections' `checkpointHandledThreshold`: low, so that crashes fall between
+/// checkpoints of every kind (partitions written, root not yet) and restarts resume from them.
+const JS_CHECKPOINT_EVERY: u64 = 8;
+/// How long after the workload phase (on the healed node or cluster) the producer goes on
+/// trying to set up the JavaScript projections.
+const SETUP_GRACE: Duration = Duration::from_secs(10);
+/// Pause between tries of a request to the JavaScript projections.
+const RETRY: Duration = Duration::from_millis(250);
+/// Tries of each final state request.
+const STATE_TRIES: usize = 40;
+
+/// What the producer learnt of the JavaScript projections over HTTP.
+#[derive(Debug, Default)]
+pub struct JsSeen {
+    /// Projections created, configured and enabled (all three steps answered).
+    pub ready: Vec<String>,
+    /// [`BY_STREAM`]'s state of each producer stream's partition, as the node answered it
+    /// (empty: no state); a stream missing here got no answer.
+    pub states: BTreeMap<String, String>,
+    /// [`TYPES_PROJECTION`]'s state as answered.
+    pub types: Option<String>,
+    /// The projections' statuses at the end, as answered (for the report).
+    pub statuses: Vec<String>,
+}
+
+/// The record of the JavaScript projections, shared by the producer host and the harness.
+pub type Seen = Rc<RefCell<JsSeen>>;
+
+/// Every stream the producer writes events to (not links): the partitions of [`BY_STREAM`].
+pub fn producer_streams() -> Vec<String> {
+    CATEGORIES.iter().flat_map(|c| (0..STREAMS_PER_CATEGORY).map(move |k| format!("{c}-{k}"))).collect()
+}
 
 /// Whether `stream` is one of the producer's.
 pub fn ours(stream: &str) -> bool {
@@ -66,14 +110,31 @@ pub fn outputs() -> Vec<String> {
     v
 }
 
-/// Starts the producer host for the node of `rigs[0]`.
-pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
+/// Starts the producer host for the node of `rigs[0]`; returns what it learns of the
+/// JavaScript projections.
+pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) -> Seen {
     let members: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
     let (shared, seed) = (rigs[0].shared.clone(), rigs[0].seed);
     let end = duration.as_micros() as u64;
+    let seen: Seen = Rc::default();
+    let record = seen.clone();
     sim.client(PRODUCER, async move {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e0_0000_0000_0007);
         let mut http = Members::new(&members);
+        let setup = {
+            let (members, record, shared) = (members.clone(), record.clone(), shared.clone());
+            tokio::task::spawn_local(async move {
+                for (name, query, emit) in
+                    [(BY_STREAM, js::BY_STREAM_QUERY, true), (TYPES_PROJECTION, js::TYPES_QUERY, false)]
+                {
+                    let deadline = end + SETUP_GRACE.as_micros() as u64;
+                    match set_up(&members, name, query, emit, deadline).await {
+                        Ok(()) => record.borrow_mut().ready.push(name.to_owned()),
+                        Err(e) => shared.note_now("projections", format!("{name}: not set up in time ({e})")),
+                    }
+                }
+            })
+        };
         // Events whose append was acknowledged, for links to point at.
         let mut written: Vec<(i64, String)> = Vec::new();
         let (mut appended, mut linked) = (0u64, 0u64);
@@ -122,10 +183,109 @@ pub fn start(sim: &mut turmoil::Sim, rigs: &[Rig], duration: Duration) {
             }
         }
         shared.note_now("projections", format!("producer: {appended} events appended, {linked} links"));
+        let _ = setup.await;
         // The projections catch up while this host waits (the run lasts as long as its hosts).
         tokio::time::sleep(DRAIN).await;
+        let seen = final_states(&members).await;
+        shared.note_now(
+            "projections",
+            format!(
+                "JavaScript projections: {} partition states read; {}",
+                seen.states.len(),
+                seen.statuses.join("; ")
+            ),
+        );
+        let ready = std::mem::take(&mut record.borrow_mut().ready);
+        *record.borrow_mut() = JsSeen { ready, ..seen };
         Ok(())
     });
+    seen
+}
+
+/// Sends `req()` to the members (moving on after a failure, a redirect or "not ready") until the
+/// answer's status is one of `done` or the simulated clock passes `deadline` µs (`Err`: the last
+/// answer).
+async fn until(
+    http: &mut Members,
+    req: impl Fn() -> http::Request<http_body_util::Full<bytes::Bytes>>,
+    done: &[u16],
+    deadline: u64,
+) -> Result<crate::client::Resp, String> {
+    let mut last = "no answer".to_string();
+    while now_us() < deadline {
+        match http.send(req()).await {
+            Some(r) if done.contains(&r.status) => return Ok(r),
+            Some(r) => last = format!("{} {}: {}", r.status, r.reason, String::from_utf8_lossy(&r.body)),
+            None => last = "no answer".into(),
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+    Err(last)
+}
+
+/// Creates the continuous projection `name` stopped, sets its checkpoint threshold and enables
+/// it; `Ok` when all three were answered before `deadline` µs, else the step that was not and
+/// its last answer. (An answer lost to a fault shows on the next try: `409` for a projection
+/// created before.)
+async fn set_up(
+    members: &[String],
+    name: &str,
+    query: &str,
+    emit: bool,
+    deadline: u64,
+) -> Result<(), String> {
+    let mut http = Members::new(members);
+    let create =
+        format!("/projections/continuous?name={name}&type=JS&enabled=no&emit={emit}&checkpoints=yes");
+    let json = "application/json";
+    until(
+        &mut http,
+        || request("POST", &create, Some(json), Some((json, query.to_owned()))),
+        &[201, 409],
+        deadline,
+    )
+    .await
+    .map_err(|e| format!("create: {e}"))?;
+    let config = format!("/projection/{name}/config");
+    let body = format!("{{\"checkpointHandledThreshold\":{JS_CHECKPOINT_EVERY}}}");
+    until(&mut http, || request("PUT", &config, Some(json), Some((json, body.clone()))), &[200], deadline)
+        .await
+        .map_err(|e| format!("config: {e}"))?;
+    let enable = format!("/projection/{name}/command/enable");
+    until(&mut http, || request("POST", &enable, Some(json), Some((json, String::new()))), &[200], deadline)
+        .await
+        .map_err(|e| format!("enable: {e}"))?;
+    Ok(())
+}
+
+/// The JavaScript projections' states (each read from whichever member answers it) and statuses.
+async fn final_states(members: &[String]) -> JsSeen {
+    let mut http = Members::new(members);
+    let mut seen = JsSeen::default();
+    let json = Some("application/json");
+    let deadline = now_us() + (STATE_TRIES as u64) * RETRY.as_micros() as u64;
+    let text = |r: crate::client::Resp| String::from_utf8_lossy(&r.body).into_owned();
+    for stream in producer_streams() {
+        let path = format!("/projection/{BY_STREAM}/state?partition={stream}");
+        if let Ok(r) = until(&mut http, || request("GET", &path, json, None), &[200], deadline).await {
+            seen.states.insert(stream, text(r));
+        }
+    }
+    let path = format!("/projection/{TYPES_PROJECTION}/state");
+    seen.types =
+        until(&mut http, || request("GET", &path, json, None), &[200], deadline).await.ok().map(text);
+    for name in [BY_STREAM, TYPES_PROJECTION] {
+        let path = format!("/projection/{name}");
+        let status = until(&mut http, || request("GET", &path, json, None), &[200], deadline)
+            .await
+            .ok()
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+            .map(|v| {
+                format!("{} {}", v["status"].as_str().unwrap_or("?"), v["stateReason"].as_str().unwrap_or(""))
+            });
+        seen.statuses.push(format!("{name}: {}", status.as_deref().unwrap_or("no answer").trim()));
+    }
+    seen
 }
 
 /// Appends `body` to `stream` at the current member, moving on to the next one (at most
@@ -158,6 +318,8 @@ pub struct Outcome {
     pub log: Vec<Source>,
     /// The output streams.
     pub outputs: BTreeMap<String, Vec<String>>,
+    /// The streams [`BY_STREAM`] emits to (`simclosed-{stream}`), by name.
+    pub emitted: BTreeMap<String, Vec<String>>,
 }
 
 impl Outcome {
@@ -192,7 +354,9 @@ impl Outcome {
             at = slice.next_position;
         }
         let mut read = BTreeMap::new();
-        for name in outputs() {
+        let emitted: Vec<String> =
+            producer_streams().into_iter().map(|s| format!("{}{s}", js::CLOSED_PREFIX)).collect();
+        for name in outputs().into_iter().chain(emitted.iter().cloned()) {
             let mut texts = Vec::new();
             let mut from = 0;
             loop {
@@ -210,6 +374,7 @@ impl Outcome {
             }
             read.insert(name, texts);
         }
-        Ok(Outcome { log, outputs: read })
+        let emitted = emitted.iter().filter_map(|n| Some((n.clone(), read.remove(n)?))).collect();
+        Ok(Outcome { log, outputs: read, emitted })
     }
 }

@@ -175,7 +175,7 @@ impl Rig {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a55_0000_0000_0001);
         let mut config = node_config(&mut rng);
         if opts.scenario == crate::scenario::Scenario::Projections {
-            config.run_projections = annal::config::RunProjections::System;
+            config.run_projections = annal::config::RunProjections::All;
             config.start_standard_projections = true;
         }
         let workload = WorkloadConfig {

@@ -399,9 +399,8 @@ pub fn run(opts: &Options) -> RunResult {
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
     let subs = (opts.scenario == Scenario::Subs).then(|| crate::subs::start(&mut sim, &rigs, opts.duration));
-    if opts.scenario == Scenario::Projections {
-        crate::projections::start(&mut sim, &rigs, opts.duration);
-    }
+    let js_seen = (opts.scenario == Scenario::Projections)
+        .then(|| crate::projections::start(&mut sim, &rigs, opts.duration));
     let mut redactions = Vec::new();
     let mut redactor = ChaCha8Rng::seed_from_u64(seed ^ 0x4ed4_0000_0000_000a);
 
@@ -733,6 +732,12 @@ pub fn run(opts: &Options) -> RunResult {
             let report = crate::checker::projections::check(&outcome.log, &outcome.outputs);
             trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
             failures.extend(report.failures);
+            if let Some(seen) = &js_seen {
+                let report =
+                    crate::checker::projections::check_js(&outcome.log, &seen.borrow(), &outcome.emitted);
+                trace.at(sim_time.as_micros() as u64, "sim", &report.summary);
+                failures.extend(report.failures);
+            }
         }
         Some(Err(e)) => failures.push(format!("projections: the node could not be read at the end: {e}")),
         None => {}

@@ -113,8 +113,8 @@ fn subscriptions_scenario() {
 }
 
 /// The projections scenario: its corpus and fresh seeds on one node, a few on a cluster of
-/// three; the producer's outputs are compared with the reference fold (and there are some); a
-/// seed replays exactly.
+/// three; the producer's outputs and the JavaScript projections' states and emits are compared
+/// with the reference folds (and there are some); a seed replays exactly.
 #[test]
 fn projections_scenario() {
     let seeds = with_scenario_corpus(Scenario::Projections, None, 0..16);
@@ -133,6 +133,19 @@ fn projections_scenario() {
     let compared: u64 =
         line.split("; ").nth(1).and_then(|p| p.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(compared > 100 && line.contains(" 0 differing"), "{line}");
+    // The JavaScript projections: every producer stream's partition state compared (with events
+    // in most), some emitted events, and all equal to the fold.
+    let js = r.trace.iter().find(|l| l.contains("projections: JavaScript: ")).cloned().unwrap_or_default();
+    let number = |after: &str| -> u64 {
+        js.split(after).nth(1).and_then(|p| p.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    assert!(
+        number("JavaScript: ") == 10
+            && number("(") >= 5
+            && number("), ") > 0
+            && js.ends_with("all as the fold"),
+        "{js}"
+    );
     meta(&Options::with_scenario(3, Scenario::Projections)).unwrap_or_else(|e| panic!("{e}"));
 }
 

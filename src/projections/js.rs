@@ -12,7 +12,9 @@
 //!   partitions changed since the one before. Loading a partition takes its newest checkpoint of
 //!   the current epoch at or before the root checkpoint's position: one written for a checkpoint
 //!   whose root event never made it is ignored, and the partition's changes after the root
-//!   checkpoint are processed again;
+//!   checkpoint are processed again. Such a partition's next checkpoint writes the loaded one
+//!   again before the new one (one append), so the two events `$maxCount` keeps always hold one
+//!   at or before the root, however many checkpoints in a row lose their root event;
 //! - results in `$projections-{name}-result` (or the query's result stream) and
 //!   `$projections-{name}-{partition}-result`, `Result` events (`ResultRemoved` when a filter
 //!   drops the result), emitted like any other output;
@@ -30,7 +32,7 @@
 //! service last handed it; the service takes a snapshot only between batches.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use annal_js::{Engine, JsError, Limits, Outcome, Source};
 use serde_json::Value;
@@ -131,6 +133,20 @@ pub struct PartitionState {
     pub state: String,
     /// Its checkpoint stream is new (it needs `$maxCount`).
     pub fresh: bool,
+    /// The stored checkpoint this run loaded the partition from, when a newer one (of a
+    /// checkpoint whose root event was never written) follows it: written again, with its own
+    /// tag, just before the new one, so that the stream's last two events still hold a
+    /// checkpoint at or before the root should this checkpoint's root event fail too.
+    pub keep: Option<StoredPartition>,
+}
+
+/// A partition checkpoint as stored: the state and the tag (the event's metadata).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredPartition {
+    /// The state, JSON.
+    pub state: String,
+    /// The tag, as the event's metadata.
+    pub tag: Vec<u8>,
 }
 
 /// What a checkpoint writes.
@@ -155,6 +171,9 @@ pub struct JsRunner {
     /// Partitions first met in this run and not stored yet (their checkpoint streams get
     /// `$maxCount` with their first checkpoint).
     fresh: HashSet<String>,
+    /// Partitions loaded from a checkpoint that a newer one follows, with that checkpoint
+    /// ([`PartitionState::keep`]), until their next checkpoint.
+    keep: HashMap<String, StoredPartition>,
     /// With `trackEmittedStreams`: the streams already in the tracking stream (at most
     /// [`TRACKED_STREAMS_MAX`]; past that it is cleared, and a stream may be tracked twice).
     tracked: Option<HashSet<String>>,
@@ -174,6 +193,7 @@ impl JsRunner {
             category,
             restored_at: None,
             fresh: HashSet::new(),
+            keep: HashMap::new(),
             tracked: (def.config.track_emitted_streams && def.config.emit_enabled).then(HashSet::new),
         })
     }
@@ -196,6 +216,7 @@ impl JsRunner {
             },
         };
         self.restored_at = from.map(|(p, _)| p);
+        self.keep.clear();
         self.engine.restore(root.as_deref()).map_err(describe)
     }
 
@@ -287,18 +308,28 @@ impl JsRunner {
             deleted,
         };
         let mut failed: Option<String> = None;
+        let mut kept: Vec<(String, StoredPartition)> = Vec::new();
         let (name, version, restored_at) = (self.name.clone(), self.version, self.restored_at);
         let mut load = |p: &str| -> Option<String> {
             let at = restored_at?;
-            match load_partition(store, &name, p, &version, at, now_us) {
-                Ok(s) => s,
+            match read_partition_checkpoint(store, &name, p, &version, at, now_us) {
+                Ok(Some((stored, newest))) => {
+                    let state = stored.state.clone();
+                    if !newest {
+                        kept.push((p.to_owned(), stored));
+                    }
+                    Some(state)
+                }
+                Ok(None) => None,
                 Err(e) => {
                     failed = Some(e);
                     None
                 }
             }
         };
-        let outcome = self.engine.process(&ev, &mut load).map_err(|e| HandleError::Query(describe(e)))?;
+        let outcome = self.engine.process(&ev, &mut load);
+        self.keep.extend(kept);
+        let outcome = outcome.map_err(|e| HandleError::Query(describe(e)))?;
         if let Some(e) = failed {
             return Err(HandleError::Storage(e));
         }
@@ -370,7 +401,11 @@ impl JsRunner {
             .into_iter()
             .map(|(partition, state)| {
                 let fresh = self.fresh.remove(&partition);
-                PartitionState { partition, state, fresh }
+                let keep = self
+                    .keep
+                    .remove(&partition)
+                    .filter(|_| !crate::buggify::bug(crate::buggify::Bug::PartitionCheckpointNotKept));
+                PartitionState { partition, state, fresh, keep }
             })
             .collect();
         Ok(Snapshot { root: format!("[{}]", s.root), partitions })
@@ -451,7 +486,8 @@ fn resolve(store: &Store, e: &EventRecord, now_us: i64) -> Result<Option<EventRe
     }
 }
 
-/// A partition's stored state: its newest checkpoint of `version`'s epoch at or before `at`.
+/// The state of `partition` stored for a restart from a root checkpoint at `at`: its newest
+/// checkpoint of `version` at or before `at` (`None`: none).
 pub fn load_partition(
     store: &Store,
     name: &str,
@@ -460,6 +496,20 @@ pub fn load_partition(
     at: u64,
     now_us: i64,
 ) -> Result<Option<String>, String> {
+    Ok(read_partition_checkpoint(store, name, partition, version, at, now_us)?.map(|(s, _)| s.state))
+}
+
+/// As [`load_partition`], with the checkpoint's tag and whether it is the newest event of its
+/// stream (`false`: a checkpoint past `at` follows it, which a crash or a failed write left
+/// without its root event).
+pub fn read_partition_checkpoint(
+    store: &Store,
+    name: &str,
+    partition: &str,
+    version: &ProjectionVersion,
+    at: u64,
+    now_us: i64,
+) -> Result<Option<(StoredPartition, bool)>, String> {
     let stream = partition_checkpoint_stream(name, partition);
     let slice = match store.read_backward(&stream, -1, 2, false, now_us) {
         Ok(s) => s,
@@ -468,11 +518,15 @@ pub fn load_partition(
         }
         Err(ReadError::Storage(e)) => return Err(format!("cannot read {stream}: {e}")),
     };
-    for e in &slice.events {
+    for (i, e) in slice.events.iter().enumerate() {
         let e = &e.event;
         let Some(tag) = Tag::from_metadata(&e.metadata) else { continue };
         if tag.version.id == version.id && tag.version.epoch == version.epoch && tag.position <= at {
-            return Ok(Some(String::from_utf8_lossy(&e.data).into_owned()));
+            let stored = StoredPartition {
+                state: String::from_utf8_lossy(&e.data).into_owned(),
+                tag: e.metadata.to_vec(),
+            };
+            return Ok(Some((stored, i == 0)));
         }
     }
     Ok(None)

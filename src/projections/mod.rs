@@ -1310,7 +1310,9 @@ impl Projections {
     }
 
     /// Writes each changed partition's state to its checkpoint stream (`$maxCount` 2 set first
-    /// on a new one), in groups of [`PARTITION_WRITES_MAX`] operations.
+    /// on a new one; the checkpoint it was loaded from first again when a newer one without a
+    /// root event follows that, [`js::PartitionState::keep`]), in groups of
+    /// [`PARTITION_WRITES_MAX`] operations.
     async fn write_partition_checkpoints(
         &self,
         name: &str,
@@ -1318,7 +1320,7 @@ impl Projections {
         parts: Vec<js::PartitionState>,
     ) -> Result<(), ProjError> {
         let mut ops = Vec::new();
-        for js::PartitionState { partition, state, fresh } in parts {
+        for js::PartitionState { partition, state, fresh, keep } in parts {
             let stream = js::partition_checkpoint_stream(name, &partition);
             if fresh {
                 let meta = self.event("$metadata", br#"{"$maxCount":2}"#.to_vec(), Vec::new(), true);
@@ -1328,9 +1330,22 @@ impl Projections {
                     events: vec![meta],
                 });
             }
-            let ev =
-                self.event(js::PARTITION_CHECKPOINT_TYPE, state.into_bytes(), tag.as_bytes().to_vec(), true);
-            ops.push(WriteOp::Append { stream, expected: ANY, events: vec![ev] });
+            let mut events = Vec::with_capacity(2);
+            if let Some(kept) = keep {
+                events.push(self.event(
+                    js::PARTITION_CHECKPOINT_TYPE,
+                    kept.state.into_bytes(),
+                    kept.tag,
+                    true,
+                ));
+            }
+            events.push(self.event(
+                js::PARTITION_CHECKPOINT_TYPE,
+                state.into_bytes(),
+                tag.as_bytes().to_vec(),
+                true,
+            ));
+            ops.push(WriteOp::Append { stream, expected: ANY, events });
         }
         while !ops.is_empty() {
             let rest = ops.split_off(ops.len().min(PARTITION_WRITES_MAX));
