@@ -29,10 +29,10 @@
 //! producer and competing HTTP consumers of one group that ack, nack with every action, time out
 //! and vanish, checked by [`checker::subscriptions`] ([`subs`]).
 //!
-//! The projections scenario ([`Scenario::Projections`], one node) runs the system projections
-//! while a producer writes streams of a few categories; their output streams must hold what the
-//! reference fold of the `model` crate computes from the log ([`projections`],
-//! [`checker::projections`]).
+//! The projections scenario ([`Scenario::Projections`], one node or a cluster) runs the system
+//! projections and two JavaScript projections while a producer writes streams of a few
+//! categories; their output streams, states and emits must hold what the reference folds of the
+//! `model` crate compute from the log ([`projections`], [`checker::projections`]).
 //!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
