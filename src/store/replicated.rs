@@ -118,11 +118,18 @@ impl Store {
     /// event number a committed record already has.
     /// (Groups waiting for their quorum are accounted for: later groups are decided against
     /// their states; what must be published is everything before the first of them.)
+    ///
+    /// The three reads go in this order, each seeing at least what the one before saw: the
+    /// durable watermark (not the log's durable end: a group is queued to wait before the
+    /// watermark moves past it, so a flushed group about to wait does not count as unpublished),
+    /// then the first waiting group, then the committed position. Read first, the committed
+    /// position could predate a group queued, flushed and released just before the watermark
+    /// was read, and a leader under load answered "not ready" (or refused queued writes) for a
+    /// moment.
     pub fn published_all(&self) -> bool {
+        let durable = self.durable.get();
         let before = lock(&self.gate).awaiting.front().map(|a| a.start);
-        // The durable watermark, not the log's durable end: a group is queued to wait before the
-        // watermark moves past it, so a flushed group about to wait does not count as unpublished.
-        self.log().committed() >= before.unwrap_or_else(|| self.durable.get())
+        self.log().committed() >= before.unwrap_or(durable)
     }
 
     /// Whether this cluster node currently takes writes.
