@@ -316,24 +316,45 @@ impl Node {
         let weak = Arc::downgrade(self);
         self.projections().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
         let node = Arc::downgrade(self);
+        let env = self.env.clone();
         self.env.rt.spawn(Box::pin(async move {
             let mut seen = 0;
             loop {
                 seen = cluster.master_terms().wait_until(|t| t > seen).await;
-                let Some(node) = node.upgrade() else { return };
-                if let Err(e) = node.auth().ensure_default_users().await {
-                    tracing::warn!(error = %e, "the new leader could not write the default users; retrying at the next term");
-                }
-                if node.leads() {
-                    if let Err(e) = node.subscriptions().start().await {
-                        tracing::warn!(error = %e, "the new leader could not start persistent subscriptions; retrying at the next term");
+                // Until the term's services are in place, tried again every SERVICES_RETRY while
+                // this node still leads that term (a leader without its default users would
+                // answer every request that needs credentials "not ready").
+                let mut tries = 0u64;
+                loop {
+                    let Some(node) = node.upgrade() else { return };
+                    let Err(e) = node.start_leader_services().await else { break };
+                    if tries == 0 {
+                        tracing::warn!(error = %e, term = seen, "the new leader could not start its services; retrying");
+                    } else {
+                        tracing::debug!(error = %e, term = seen, "the new leader could not start its services; retrying");
                     }
-                    if let Err(e) = node.projections().start().await {
-                        tracing::warn!(error = %e, "the new leader could not start projections; retrying at the next term");
+                    tries += 1;
+                    if !node.leads() {
+                        break;
+                    }
+                    drop(node);
+                    env.rt.sleep(SERVICES_RETRY).await;
+                    if cluster.master_terms().get() > seen {
+                        break;
                     }
                 }
             }
         }));
+        Ok(())
+    }
+
+    /// What a new leader starts: the default users when they are missing, and while it still
+    /// leads, persistent subscriptions and projections.
+    async fn start_leader_services(&self) -> Result<(), NodeError> {
+        self.auth().ensure_default_users().await?;
+        if self.leads() {
+            self.try_start_services().await?;
+        }
         Ok(())
     }
 
