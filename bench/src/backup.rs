@@ -94,7 +94,7 @@ fn load(node: &LocalNode, secs: f64, backups: Option<&(dyn Fn(&AtomicBool) -> u6
 }
 
 /// Rounds of the three copies (see [`backup_bench`]).
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 6;
 
 /// Runs the backup benchmark.
 pub fn backup_bench(args: &Args) {
@@ -115,8 +115,9 @@ pub fn backup_bench(args: &Args) {
         t.elapsed().as_secs_f64()
     );
 
-    // Five rounds of cp -r (+ sync), backup and restore; each row is the median round (this
-    // machine's disk is shared and its speed varies from second to second).
+    // Six rounds of cp -r (+ sync), backup and restore, one in each order, after a warm-up copy;
+    // each row is the median round (this machine's disk is shared and its speed varies from
+    // second to second).
     let id = database_id(&env, &db).expect("identity");
     let dest = root.join("backup");
     let target = root.join("restored");
@@ -140,16 +141,26 @@ pub fn backup_bench(args: &Args) {
     };
     // On this kind of shared virtual disk the same copy runs at very different speeds depending
     // on what ran just before it (a copy right after another one's `sync` was up to 4x slower than
-    // the next), so the order of the three runs rotates from round to round: each runs once in
-    // each position (twice in five rounds but the first), and the median of its rounds is
-    // reported. (A restore run twice in a
-    // row went at the backup's speed the second time, and a backup run after a restore at the
-    // first restore's.)
+    // the next), so the rounds take the six orders of the three runs: each run comes first twice
+    // and follows each of the other two twice. (Rotating one order would not do: the run before
+    // each would always be the same one.) The warm-up absorbs the write-back of the dataset.
+    let _ = std::fs::remove_dir_all(&cp_dest);
+    sync();
+    let ok =
+        std::process::Command::new("cp").arg("-r").arg(&db).arg(&cp_dest).status().expect("cp").success();
+    assert!(ok, "cp -r failed");
+    sync();
+    const ORDERS: [[&str; 3]; ROUNDS] = [
+        ["cp", "backup", "restore"],
+        ["backup", "restore", "cp"],
+        ["restore", "cp", "backup"],
+        ["cp", "restore", "backup"],
+        ["restore", "backup", "cp"],
+        ["backup", "cp", "restore"],
+    ];
     for round in 0..ROUNDS {
-        let mut order = ["cp", "backup", "restore"];
-        order.rotate_left(round % 3);
         let mut line = Vec::new();
-        for op in order {
+        for op in ORDERS[round] {
             let d = match op {
                 "cp" => &cp_dest,
                 "backup" => &dest,
@@ -189,9 +200,15 @@ pub fn backup_bench(args: &Args) {
         }
         println!("round {round}: {}", line.join(", "));
     }
+    // Of an even count, the mean of the two middle rounds.
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        let n = v.len();
+        if n % 2 == 0 {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        } else {
+            v[n / 2]
+        }
     };
     let (cp, cp_sync, bk, rest) =
         (median(&mut cps), median(&mut cp_syncs), median(&mut bks), median(&mut rests));
