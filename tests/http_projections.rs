@@ -89,6 +89,9 @@ async fn routes_do_not_exist_without_projections() {
     }
     let r = s.request("POST", "/projection/$by_category/command/enable", &[ADMIN], b"").await;
     assert_eq!(r.status, 404);
+    let body = br#"{"query": {"allStreams": true, "allEvents": true}}"#;
+    let r = s.post("/projections/read-events", "application/json", &[ADMIN], body).await;
+    assert_eq!((r.status, r.reason.as_str()), (404, "Not Found"));
     assert_eq!(s.get("/info", &[]).await.json()["projectionsMode"], "None");
     // Nothing of projections is written either.
     assert!(read_stream(&s, "$projections-$all").is_empty());
@@ -404,4 +407,250 @@ async fn a_restart_resumes_from_the_checkpoint() {
     assert_eq!(added, want);
     let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
     assert_eq!((stat["status"].as_str(), stat["epoch"].as_i64()), (Some("Running"), Some(-1)), "{stat}");
+}
+
+/// `POST /projections/read-events` with `body` as `auth`.
+async fn read_events(s: &Server, auth: &[(&str, &str)], body: &Value) -> support::Resp {
+    s.post("/projections/read-events", "application/json", auth, body.to_string().as_bytes()).await
+}
+
+/// A page's events as `stream/number/type`.
+fn page_events(page: &Value) -> Vec<String> {
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}/{}/{}",
+                e["eventStreamId"].as_str().unwrap(),
+                e["eventNumber"],
+                e["eventType"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Every event `query` selects, read `max` at a time from the start, each page going on from the
+/// one before; the events and the last page's position.
+async fn read_events_through(s: &Server, query: Value, max: u64) -> (Vec<String>, Value) {
+    let mut position = json!({"$c": 0, "$p": -1});
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        let r =
+            read_events(s, &[ADMIN], &json!({"query": query, "position": position, "maxEvents": max})).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let page = r.json();
+        let events = page_events(&page);
+        assert!(events.len() as u64 <= max, "{page}");
+        // Each event's position reads on right after it.
+        if let Some(e) = page["events"].as_array().unwrap().first() {
+            let r = read_events(
+                s,
+                &[ADMIN],
+                &json!({"query": query, "position": e["readerPosition"], "maxEvents": max}),
+            )
+            .await;
+            let again = page_events(&r.json());
+            if events.len() > 1 {
+                assert_eq!(again.first(), events.get(1), "after {e}");
+            } else {
+                assert_ne!(again.first(), events.first(), "after {e}");
+            }
+        }
+        position = page["readerPosition"].clone();
+        if events.is_empty() {
+            return (out, position);
+        }
+        out.extend(events);
+    }
+    panic!("read-events never reached the end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_events_pages_a_query_source() {
+    let s = start_all().await;
+    history(&s).await;
+    append(&s, "order-1", json!([event("Shipped", json!({}))])).await;
+    caught_up(&s).await;
+    let all = json!({"allStreams": true, "allEvents": true});
+    let (events, end) = read_events_through(&s, all.clone(), 2).await;
+    // The log's events of streams not starting with `$` (a link is passed over, a hard delete is
+    // the stream's last event), as a `fromAll()` projection is handed them.
+    assert_eq!(
+        events,
+        [
+            "order-1/0/Placed",
+            "order-1/1/Paid",
+            "order-2/0/Placed",
+            "account-1/0/Opened",
+            "nodash/0/Placed",
+            "account-1/9223372036854775807/$streamDeleted",
+            "order-1/2/Shipped"
+        ]
+    );
+    let committed = s.node.store().log().committed();
+    assert_eq!(end, json!({"$c": committed, "$p": committed}));
+    // From the end: nothing yet, the same position; a new event comes on the next call.
+    let r = read_events(&s, &[ADMIN], &json!({"query": all, "position": end})).await;
+    assert_eq!((r.status, page_events(&r.json()), &r.json()["readerPosition"]), (200, vec![], &end));
+    append(&s, "nodash", json!([event("Again", json!({}))])).await;
+    let page = read_events(&s, &[ADMIN], &json!({"query": all, "position": end})).await.json();
+    assert_eq!(page_events(&page), ["nodash/1/Again"]);
+    let e = &page["events"][0];
+    assert_eq!((&e["data"], &e["isJson"], e.get("linkMetadata")), (&json!({"a": 1}), &json!(true), None));
+    assert_eq!(page["readerPosition"], e["readerPosition"]);
+    assert!(page["correlationId"].as_str().is_some_and(|c| c.len() == 36), "{page}");
+
+    // One stream; a link in it is resolved, with its own metadata as linkMetadata.
+    let (events, _) = read_events_through(&s, json!({"streams": ["order-1"], "allEvents": true}), 10).await;
+    assert_eq!(events, ["order-1/0/Placed", "order-1/1/Paid", "order-1/2/Shipped"]);
+    let page =
+        read_events(&s, &[ADMIN], &json!({"query": {"streams": ["copy-1"], "allEvents": true}})).await.json();
+    assert_eq!(page_events(&page), ["order-1/1/Paid"]);
+    assert_eq!(page["events"][0]["linkMetadata"], json!(""));
+    // With $includeLinks the link itself comes.
+    let q = json!({"streams": ["copy-1"], "allEvents": true, "options": {"$includeLinks": true}});
+    let page = read_events(&s, &[ADMIN], &json!({"query": q})).await.json();
+    assert_eq!(page_events(&page), ["copy-1/0/$>"]);
+    assert_eq!(page["events"][0]["data"], "1@order-1");
+    // Several streams, in log order; a category; an event type filter.
+    let q = json!({"streams": ["nodash", "order-2", "order-1"], "allEvents": true});
+    let (events, _) = read_events_through(&s, q, 3).await;
+    assert_eq!(
+        events,
+        [
+            "order-1/0/Placed",
+            "order-1/1/Paid",
+            "order-2/0/Placed",
+            "nodash/0/Placed",
+            "order-1/2/Shipped",
+            "nodash/1/Again"
+        ]
+    );
+    let (events, _) = read_events_through(&s, json!({"categories": ["order"], "allEvents": true}), 1).await;
+    assert_eq!(events, ["order-1/0/Placed", "order-1/1/Paid", "order-2/0/Placed", "order-1/2/Shipped"]);
+    let q = json!({"allStreams": true, "events": ["Placed", "Again"], "byStreams": true});
+    let (events, _) = read_events_through(&s, q, 2).await;
+    assert_eq!(events, ["order-1/0/Placed", "order-2/0/Placed", "nodash/0/Placed", "nodash/1/Again"]);
+
+    // v5's debugging flow: a projection's definition and its ES-Position, then what comes next.
+    let r = s
+        .request(
+            "POST",
+            "/projections/continuous?name=placed",
+            &[ADMIN],
+            b"fromCategory('order').when({Placed: function (s, e) { return s; }})",
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    caught_up(&s).await;
+    let definition =
+        s.get("/projection/placed/query?config=yes", &[ADMIN]).await.json()["definition"].clone();
+    let r = s.get("/projection/placed/state", &[ADMIN]).await;
+    let position: Value = serde_json::from_str(r.header("es-position").unwrap()).unwrap();
+    let body = json!({"query": definition, "position": position, "maxEvents": 5});
+    assert_eq!(page_events(&read_events(&s, &[ADMIN], &body).await.json()), Vec::<String>::new());
+    append(&s, "order-3", json!([event("Paid", json!({})), event("Placed", json!({}))])).await;
+    assert_eq!(page_events(&read_events(&s, &[ADMIN], &body).await.json()), ["order-3/1/Placed"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_events_refuses_bad_requests() {
+    let s = start_all().await;
+    append(&s, "order-1", json!([event("Placed", json!({})), event("Paid", json!({}))])).await;
+    let bob = json!({"loginName": "bob", "fullName": "Bob", "groups": [], "password": "secret"}).to_string();
+    assert_eq!(s.post("/users", "application/json", &[ADMIN], bob.as_bytes()).await.status, 201);
+    let all = json!({"allStreams": true, "allEvents": true});
+    let bad = |body: &'static str| {
+        let c = s.client;
+        async move {
+            let r = c.post("/projections/read-events", "application/json", &[ADMIN], body.as_bytes()).await;
+            assert_eq!(r.status, 400, "{body}: {r:?}");
+            r.reason
+        }
+    };
+    assert!(bad("not json").await.starts_with("Invalid JSON"));
+    assert!(bad("[1]").await.contains("JSON object"));
+    assert!(bad("{}").await.contains("no query"));
+    assert!(bad(r#"{"query": {"allEvents": true}}"#).await.contains("selects no events"));
+    assert!(bad(r#"{"query": {"streams": ["a"]}}"#).await.contains("no event types"));
+    assert!(bad(r#"{"query": {"allStreams": true, "streams": ["a"], "allEvents": true}}"#)
+        .await
+        .contains("cannot be set"));
+    assert!(bad(r#"{"query": {"streams": ["a"], "categories": ["b"], "allEvents": true}}"#)
+        .await
+        .contains("cannot both"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true, "events": ["x"]}}"#)
+        .await
+        .contains("allEvents"));
+    assert!(bad(r#"{"query": {"streams": [""], "allEvents": true}}"#).await.contains("non-empty names"));
+    assert!(bad(r#"{"query": {"streams": "a", "allEvents": true}}"#).await.contains("array"));
+    assert!(bad(r#"{"query": {"allStreams": "yes", "allEvents": true}}"#).await.contains("true or false"));
+    assert!(bad(r#"{"query": {"categories": ["a"], "allEvents": true, "catalogStream": "c"}}"#)
+        .await
+        .contains("catalogStream"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": "C:0/P:0"}"#)
+        .await
+        .contains("object"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {}}"#)
+        .await
+        .contains("neither"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$s": {"a": 1}}}"#)
+        .await
+        .contains("log positions"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$c": 5, "$p": 7}}"#)
+        .await
+        .contains("differ"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$c": -5, "$p": -5}}"#)
+        .await
+        .contains("negative"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$c": 1.5, "$p": 1.5}}"#)
+        .await
+        .contains("integer"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$c": 1, "$p": 1}}"#)
+        .await
+        .contains("not the start of a record"));
+    assert!(bad(r#"{"query": {"allStreams": true, "allEvents": true}, "position": {"$c": 999999999, "$p": 999999999}}"#).await.contains("past the end"));
+    for max in ["0", "4097", "-1", "\"ten\""] {
+        let body = format!(r#"{{"query": {{"allStreams": true, "allEvents": true}}, "maxEvents": {max}}}"#);
+        let r = s.post("/projections/read-events", "application/json", &[ADMIN], body.as_bytes()).await;
+        assert_eq!(
+            (r.status, r.reason.as_str()),
+            (400, "maxEvents must be an integer from 1 to 4096"),
+            "{max}"
+        );
+    }
+    let r = read_events(&s, &[ADMIN], &json!({"query": all, "maxEvents": 4096})).await;
+    assert_eq!(page_events(&r.json()), ["order-1/0/Placed", "order-1/1/Paid"]);
+    // Credentials: a user, who must be able to read what the page returns.
+    assert_eq!(read_events(&s, &[], &json!({"query": all})).await.status, 401);
+    assert_eq!(read_events(&s, &[BOB], &json!({"query": all})).await.status, 401, "$all is for admins");
+    let one = json!({"query": {"streams": ["order-1"], "allEvents": true}});
+    assert_eq!(read_events(&s, &[BOB], &one).await.status, 200);
+    let acl = json!({"$acl": {"$r": "$admins"}}).to_string();
+    let r = s
+        .post(
+            "/streams/order-1/metadata",
+            "application/json",
+            &[ADMIN, ("es-eventid", &new_id())],
+            acl.as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(read_events(&s, &[BOB], &one).await.status, 401);
+    assert_eq!(read_events(&s, &[ADMIN], &one).await.status, 200);
+    // JSON only, both ways; only POST.
+    let r = s.post("/projections/read-events", "text/plain", &[ADMIN], one.to_string().as_bytes()).await;
+    assert_eq!(r.status, 415, "{r:?}");
+    let r = s
+        .post(
+            "/projections/read-events",
+            "application/json",
+            &[ADMIN, ("accept", "text/xml")],
+            one.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 406, "{r:?}");
+    assert_eq!(s.get("/projections/read-events", &[ADMIN]).await.status, 405);
 }

@@ -9,6 +9,7 @@ use http::StatusCode;
 use super::media::Media;
 use super::reply::Reply;
 use crate::auth::{AuthFailure, UserError};
+use crate::projections::feed::FeedError;
 use crate::projections::ProjError;
 use crate::store::{ReadError, StorageError, WriteError};
 use crate::subscriptions::SubError;
@@ -102,6 +103,17 @@ pub fn projection(e: &ProjError) -> Reply {
         ProjError::OperationFailed(why) => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
         ProjError::Storage(s) => storage(s),
         ProjError::Write(w) => write(w, WriteKind::Append),
+    }
+}
+
+/// A `read-events` page that could not be read: a bad position is the request's fault.
+pub fn feed(e: &FeedError) -> Reply {
+    match e {
+        FeedError::NotARecord(_) | FeedError::PastEnd { .. } => {
+            Reply::bad_request(format!("Invalid position: {e}"))
+        }
+        FeedError::Storage(s) => storage(s),
+        FeedError::Target(why) => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
     }
 }
 

@@ -1,10 +1,14 @@
 //! The projection routes' handlers: the list and statistics documents, state and result with
-//! `ES-Position`, the query and configuration documents, commands and delete.
+//! `ES-Position`, the query and configuration documents, commands and delete, and
+//! `read-events` (a page of the events a query source selects, from a log position).
 //!
 //! Every document is built from a [`View`] of the service; links are absolute, built from the
 //! request's base URL. Creating a projection and changing one (commands, query, configuration,
 //! delete) need `$admins` or `$ops`, whatever `enableRunAs` says; reads need any user.
 
+use std::sync::Arc;
+
+use annal_js::Source;
 use http::StatusCode;
 use serde_json::{json, Map, Value};
 
@@ -15,7 +19,11 @@ use super::node_info::document;
 use super::reply::Reply;
 use super::request::Req;
 use super::router::name_ok;
+use super::Api;
+use crate::auth::{Operation, Principal};
 use crate::projections::definition::{Mode, RunAs};
+use crate::projections::feed::{self, FeedError, FeedPage, READ_EVENTS_DEFAULT, READ_EVENTS_MAX};
+use crate::projections::js::Selector;
 use crate::projections::{Command, Create, Projections, View};
 
 fn projection_url(base: &str, name: &str) -> String {
@@ -206,7 +214,6 @@ pub fn query(p: &Projections, req: &Req, name: &str) -> Reply {
             definition.insert("allStreams".into(), json!(true));
         }
         (None, Some(q)) => {
-            use annal_js::Source;
             if let Some(r) = &q.result_stream {
                 result_stream = r.clone();
             }
@@ -387,4 +394,262 @@ pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
         Ok(()) => Reply::status(StatusCode::NO_CONTENT, "No Content"),
         Err(e) => errors::projection(&e),
     }
+}
+
+/// A member of a JSON object, its name matched regardless of case as v5 reads bodies (`null`
+/// counts as absent).
+fn member<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    m.get(name)
+        .or_else(|| m.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+        .filter(|v| !v.is_null())
+}
+
+/// A query definition's flag.
+fn def_flag(q: &Map<String, Value>, name: &str) -> Result<bool, String> {
+    match member(q, name) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("query.{name} must be true or false")),
+    }
+}
+
+/// A query definition's list of names.
+fn def_names(q: &Map<String, Value>, name: &str) -> Result<Vec<String>, String> {
+    let bad = || format!("query.{name} must be an array of non-empty names");
+    match member(q, name) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().filter(|s| !s.is_empty()).map(str::to_owned).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// The source of a `read-events` query definition (v5's source document, the `definition` of
+/// `query?config=yes`): what it selects, and whether it reads every stream (`allStreams`).
+fn read_events_source(q: &Map<String, Value>) -> Result<(Selector, bool), String> {
+    let all_streams = def_flag(q, "allStreams")?;
+    let all_events = def_flag(q, "allEvents")?;
+    let by_streams = def_flag(q, "byStreams")?;
+    let categories = def_names(q, "categories")?;
+    let streams = def_names(q, "streams")?;
+    let events = def_names(q, "events")?;
+    match member(q, "catalogStream") {
+        None => {}
+        Some(Value::String(s)) if s.is_empty() => {}
+        Some(_) => {
+            return Err("query.catalogStream is not supported: name the streams in query.streams".into())
+        }
+    }
+    if !all_streams && categories.is_empty() && streams.is_empty() {
+        return Err(
+            "The query selects no events: set query.allStreams, query.categories or query.streams".into()
+        );
+    }
+    if all_streams && !(categories.is_empty() && streams.is_empty()) {
+        return Err("query.allStreams cannot be set with query.categories or query.streams".into());
+    }
+    if !categories.is_empty() && !streams.is_empty() {
+        return Err("query.categories and query.streams cannot both be set".into());
+    }
+    if !all_events && events.is_empty() {
+        return Err("The query selects no event types: set query.allEvents or query.events".into());
+    }
+    if all_events && !events.is_empty() {
+        return Err("query.allEvents cannot be set with query.events".into());
+    }
+    if by_streams && !streams.is_empty() {
+        return Err("query.byStreams (foreachStream) does not apply to query.streams".into());
+    }
+    let include_links = match member(q, "options") {
+        None => false,
+        Some(Value::Object(o)) => match member(o, "$includeLinks").or_else(|| member(o, "includeLinks")) {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("query.options.$includeLinks must be true or false".into()),
+        },
+        Some(_) => return Err("query.options must be an object".into()),
+    };
+    let source = if all_streams {
+        Source::All
+    } else if !categories.is_empty() {
+        Source::Categories(categories)
+    } else {
+        Source::Streams(streams)
+    };
+    let events = (!all_events).then_some(events);
+    Ok((Selector::new(source, events, include_links), all_streams))
+}
+
+/// A `read-events` position: a log position tag, `{"$c":p,"$p":p}` (also `c`/`p` and
+/// `commitPosition`/`preparePosition`; v5's start of the log `{"$c":0,"$p":-1}` is 0); absent:
+/// the start.
+fn read_events_position(v: Option<&Value>) -> Result<u64, String> {
+    let Some(v) = v else { return Ok(0) };
+    let Value::Object(m) = v else {
+        return Err("position must be an object such as {\"$c\":0,\"$p\":0}".into());
+    };
+    let (mut commit, mut prepare) = (None, None);
+    for (k, x) in m {
+        let slot = match k.as_str() {
+            "$c" | "c" | "commitPosition" => &mut commit,
+            "$p" | "p" | "preparePosition" => &mut prepare,
+            "$s" | "s" | "streams" | "$m" => {
+                return Err(
+                    "position: stream positions are not used here: positions are log positions, {\"$c\":…,\"$p\":…}"
+                        .into(),
+                )
+            }
+            _ => continue,
+        };
+        *slot = Some(x.as_i64().ok_or_else(|| format!("position.{k} must be an integer"))?);
+    }
+    let (c, p) = match (commit, prepare) {
+        (None, None) => return Err("position has neither $c nor $p".into()),
+        (c, p) => (c.or(p).unwrap_or_default(), p.or(c).unwrap_or_default()),
+    };
+    match (c, p) {
+        (0, -1) => Ok(0),
+        (c, p) if c != p => {
+            Err(format!("position: $c ({c}) and $p ({p}) differ; this node's positions have them equal"))
+        }
+        (c, _) => u64::try_from(c).map_err(|_| format!("position: {c} is negative")),
+    }
+}
+
+/// A log position as a tag.
+fn position_tag(p: u64) -> Value {
+    json!({"$c": p, "$p": p})
+}
+
+/// An event's data or metadata: a JSON object when it is one and the event is JSON, else text.
+fn payload(bytes: &[u8], json: bool) -> Value {
+    if json {
+        if let Ok(v @ Value::Object(_)) = serde_json::from_slice::<Value>(bytes) {
+            return v;
+        }
+    }
+    Value::String(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// What a `read-events` read gave.
+enum ReadOutcome {
+    Page(FeedPage),
+    Denied,
+    Failed(FeedError),
+}
+
+/// One `read-events` page for `principal`: every stream it returns events of (and `$all` for
+/// an `allStreams` source) must be readable by them, as the reader runs as the caller.
+fn read_events_page(
+    api: &Api,
+    principal: Option<&Principal>,
+    selector: &Selector,
+    all_streams: bool,
+    from: u64,
+    max: usize,
+) -> ReadOutcome {
+    let store = api.node.store();
+    let auth = api.node.auth();
+    let now = api.node.env().clock.wall_micros();
+    let readable = |stream: &str| auth.check(principal, stream, Operation::Read).map(|a| a.allowed);
+    let run = || -> Result<ReadOutcome, FeedError> {
+        if all_streams && !readable("$all")? {
+            return Ok(ReadOutcome::Denied);
+        }
+        let page = feed::read_page(store, selector, from, max, now)?;
+        let mut seen: Vec<&str> = Vec::new();
+        for e in &page.events {
+            for s in std::iter::once(&e.event.stream).chain(e.link.as_ref().map(|l| &l.stream)) {
+                if !seen.contains(&s.as_str()) {
+                    seen.push(s);
+                    if !readable(s)? {
+                        return Ok(ReadOutcome::Denied);
+                    }
+                }
+            }
+        }
+        Ok(ReadOutcome::Page(page))
+    };
+    run().unwrap_or_else(ReadOutcome::Failed)
+}
+
+/// `POST /projections/read-events`: the body is `{"query": {source definition}, "position":
+/// {"$c":p,"$p":p}, "maxEvents": n}`; the reply is the events the source selects from the
+/// position, each with the position to read on from after it, and the position to read the
+/// next page from ([`crate::projections::feed`]).
+pub async fn read_events(api: &Arc<Api>, req: &mut Req) -> Reply {
+    let body = match req.take_body() {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let doc = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => {
+            return Reply::bad_request(
+                "The body must be a JSON object: {\"query\":…,\"position\":…,\"maxEvents\":…}",
+            )
+        }
+        Err(e) => return Reply::bad_request(format!("Invalid JSON: {e}")),
+    };
+    let parsed = (|| {
+        let q = match member(&doc, "query") {
+            Some(Value::Object(q)) => q,
+            Some(_) => return Err("query must be an object (a query's source definition)".to_owned()),
+            None => return Err("The body has no query (a query's source definition)".to_owned()),
+        };
+        let (selector, all_streams) = read_events_source(q)?;
+        let from = read_events_position(member(&doc, "position"))?;
+        let max = match member(&doc, "maxEvents") {
+            None => READ_EVENTS_DEFAULT,
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(n @ 1..=READ_EVENTS_MAX) => n,
+                _ => return Err(format!("maxEvents must be an integer from 1 to {READ_EVENTS_MAX}")),
+            },
+        };
+        Ok((selector, all_streams, from, max))
+    })();
+    let (selector, all_streams, from, max) = match parsed {
+        Ok(x) => x,
+        Err(why) => return Reply::bad_request(why),
+    };
+    let (a, p) = (api.clone(), req.principal.clone());
+    let env = api.node.env().clone();
+    let outcome =
+        env.read_job(move || read_events_page(&a, p.as_ref(), &selector, all_streams, from, max)).await;
+    let page = match outcome {
+        ReadOutcome::Page(page) => page,
+        ReadOutcome::Denied => return Reply::unauthorized(),
+        ReadOutcome::Failed(e) => return errors::feed(&e),
+    };
+    let events: Vec<Value> = page
+        .events
+        .iter()
+        .map(|f| {
+            let e = &f.event;
+            let json = e.is_json();
+            let mut v = json!({
+                "eventStreamId": e.stream,
+                "eventNumber": e.event_number,
+                "eventType": e.event_type,
+                "data": payload(&e.data, json),
+                "metadata": payload(&e.metadata, json),
+            });
+            if let (Some(link), Some(m)) = (&f.link, v.as_object_mut()) {
+                m.insert("linkMetadata".into(), payload(&link.metadata, true));
+            }
+            if let Some(m) = v.as_object_mut() {
+                m.insert("isJson".into(), json!(json));
+                m.insert("readerPosition".into(), position_tag(f.next));
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "correlationId": api.node.env().new_uuid().hyphenated().to_string(),
+        "readerPosition": position_tag(page.next),
+        "events": events,
+    });
+    document(req, "feed", &doc)
 }

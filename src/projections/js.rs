@@ -158,6 +158,78 @@ pub struct Snapshot {
     pub partitions: Vec<PartitionState>,
 }
 
+/// Which records reach a query, and as what (see the module doc): its source's streams, its
+/// event types, and links resolved unless it includes them. The projections' tasks and
+/// `read-events` select alike.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    source: Source,
+    events: Option<Vec<String>>,
+    include_links: bool,
+    /// The query has a `$deleted` handler (deletions are the caller's to recognise).
+    pub handles_deleted: bool,
+    category: CategoryRule,
+}
+
+/// What a record is to a query.
+#[derive(Debug)]
+pub enum Selected {
+    /// Nothing: not of its source or type, or a link whose target is gone.
+    No,
+    /// The record's own event.
+    Event,
+    /// The target of the link the record is.
+    Target(EventRecord),
+}
+
+impl Selector {
+    /// The selection of a query that defines `def`, categories by `category`.
+    pub fn of(def: &annal_js::Definition, category: CategoryRule) -> Selector {
+        Selector {
+            source: def.source.clone(),
+            events: def.events.clone(),
+            include_links: def.include_links,
+            handles_deleted: def.handles_deleted,
+            category,
+        }
+    }
+
+    /// The selection of `source` with the default category rule.
+    pub fn new(source: Source, events: Option<Vec<String>>, include_links: bool) -> Selector {
+        Selector { source, events, include_links, handles_deleted: false, category: CategoryRule::default() }
+    }
+
+    /// Whether the source reads `stream`'s events.
+    pub fn selects(&self, stream: &str) -> bool {
+        match &self.source {
+            Source::All | Source::Matching => !stream.starts_with('$'),
+            Source::Streams(s) => s.iter().any(|x| x == stream),
+            Source::Categories(c) => self.category.category(stream).is_some_and(|k| c.iter().any(|x| x == k)),
+        }
+    }
+
+    fn handles_type(&self, event_type: &str) -> bool {
+        self.events.as_ref().is_none_or(|e| e.iter().any(|t| t == event_type))
+    }
+
+    /// What `e` is to the query (links' targets are read from `store` at `now_us`).
+    pub fn select(&self, e: &EventRecord, store: &Store, now_us: i64) -> Result<Selected, String> {
+        if !self.selects(&e.stream) {
+            return Ok(Selected::No);
+        }
+        if e.event_type == LINK_TYPE && !self.include_links {
+            if matches!(self.source, Source::All | Source::Matching) {
+                return Ok(Selected::No);
+            }
+            return Ok(match resolve(store, e, now_us)? {
+                Some(target) if self.handles_type(&target.event_type) => Selected::Target(target),
+                _ => Selected::No,
+            });
+        }
+        Ok(if self.handles_type(&e.event_type) { Selected::Event } else { Selected::No })
+    }
+}
+
 /// One running JavaScript projection (see the module doc).
 pub struct JsRunner {
     engine: Engine,
@@ -232,25 +304,16 @@ impl JsRunner {
         self.tracked.is_some()
     }
 
-    /// Whether the query reads `stream`'s events.
-    fn selects(&self, stream: &str) -> bool {
-        match &self.definition().source {
-            Source::All | Source::Matching => !stream.starts_with('$'),
-            Source::Streams(s) => s.iter().any(|x| x == stream),
-            Source::Categories(c) => self.category.category(stream).is_some_and(|k| c.iter().any(|x| x == k)),
-        }
-    }
-
     /// Hands the events of `records` to the query; `now_us` is the clock for reads of link
     /// targets and stored partitions.
     pub fn handle(&mut self, records: &[Record], store: &Store, now_us: i64) -> Result<Handled, HandleError> {
         let mut out = Handled::default();
-        let def = self.definition().clone();
+        let selector = Selector::of(self.definition(), self.category);
         for r in records {
             let Record::Event(e) = r else { continue };
-            if def.handles_deleted {
+            if selector.handles_deleted {
                 if let Some(stream) = deleted_stream(e) {
-                    if self.selects(stream) {
+                    if selector.selects(stream) {
                         let soft = !e.is_tombstone();
                         let stream = stream.to_owned();
                         self.one(e, &stream, None, Some(soft), store, now_us, &mut out)?;
@@ -258,24 +321,13 @@ impl JsRunner {
                     continue;
                 }
             }
-            if !self.selects(&e.stream) {
-                continue;
-            }
-            if e.event_type == LINK_TYPE && !def.include_links {
-                if matches!(def.source, Source::All | Source::Matching) {
-                    continue;
+            match selector.select(e, store, now_us).map_err(HandleError::Storage)? {
+                Selected::No => {}
+                Selected::Event => self.one(e, &e.stream, None, None, store, now_us, &mut out)?,
+                Selected::Target(target) => {
+                    self.one(&target, &target.stream.clone(), Some(e), None, store, now_us, &mut out)?
                 }
-                let Some(target) = resolve(store, e, now_us).map_err(HandleError::Storage)? else { continue };
-                if !def.handles_type(&target.event_type) {
-                    continue;
-                }
-                self.one(&target, &target.stream.clone(), Some(e), None, store, now_us, &mut out)?;
-                continue;
             }
-            if !def.handles_type(&e.event_type) {
-                continue;
-            }
-            self.one(e, &e.stream, None, None, store, now_us, &mut out)?;
         }
         Ok(out)
     }

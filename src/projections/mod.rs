@@ -47,6 +47,7 @@ pub mod category;
 pub mod checkpoint;
 pub mod definition;
 pub mod emitted;
+pub mod feed;
 pub mod js;
 pub mod system;
 

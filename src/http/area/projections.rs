@@ -1,6 +1,6 @@
 //! The projections area: `/projections/{list or mode}` and `/projection/{name}[/…]`, the
 //! projection routes (lists, a projection's statistics, state, result, query and configuration,
-//! the commands enable, disable, reset and abort, and delete).
+//! the commands enable, disable, reset and abort, and delete) and `POST /projections/read-events`.
 //!
 //! The router carries these routes inside the node area's variant
 //! ([`NodeRoute::Projections`](super::node::NodeRoute::Projections)): they run on the leader
@@ -11,15 +11,19 @@ use std::sync::Arc;
 
 use http::Method;
 
+use super::super::media::{self, Media};
 use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{name_ok, Level, Spec};
-use super::super::{media, projections, Api};
+use super::super::{projections, Api};
 use crate::projections::definition::Mode;
 use crate::projections::Command;
 
-/// Largest query or configuration body.
+/// Largest query, configuration or `read-events` body.
 pub const PROJECTION_BODY_MAX: usize = 256 * 1024;
+
+/// `read-events` takes and answers JSON only, as v5.
+const READ_EVENTS_MEDIA: &[Media] = &[Media::Json];
 
 /// Which projections a list shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +76,8 @@ pub enum ProjRoute {
     List(ListKind),
     /// `POST /projections/{mode}`.
     Create(ListKind),
+    /// `POST /projections/read-events`.
+    ReadEvents,
     /// `GET /projection/{name}`.
     Get(String),
     /// `DELETE /projection/{name}`.
@@ -98,6 +104,7 @@ pub enum ProjRoute {
 pub fn routes(segs: &[&str]) -> Vec<(Method, ProjRoute)> {
     let o = |x: &str| x.to_owned();
     match segs {
+        ["projections", "read-events"] => vec![(Method::POST, ProjRoute::ReadEvents)],
         ["projections", kind] => match ListKind::of(kind) {
             Some(k) if k.creatable() => {
                 vec![(Method::GET, ProjRoute::List(k)), (Method::POST, ProjRoute::Create(k))]
@@ -143,6 +150,7 @@ impl ProjRoute {
             | ProjRoute::Config(_)
             | ProjRoute::Query(_) => Spec::new(Level::User, &[], media::DEFAULT),
             ProjRoute::State(_) | ProjRoute::Result(_) => Spec::new(Level::User, &[], &[]),
+            ProjRoute::ReadEvents => Spec::new(Level::User, READ_EVENTS_MEDIA, READ_EVENTS_MEDIA),
             ProjRoute::Create(ListKind::Transient) | ProjRoute::QueryPut(_) | ProjRoute::Command(..) => {
                 Spec::new(Level::User, &[], media::DEFAULT)
             }
@@ -155,7 +163,7 @@ impl ProjRoute {
     /// The projection the route names, if any.
     pub fn name(&self) -> Option<&str> {
         match self {
-            ProjRoute::List(_) | ProjRoute::Create(_) => None,
+            ProjRoute::List(_) | ProjRoute::Create(_) | ProjRoute::ReadEvents => None,
             ProjRoute::Get(n)
             | ProjRoute::Delete(n)
             | ProjRoute::Statistics(n)
@@ -172,9 +180,10 @@ impl ProjRoute {
     /// The largest body the route reads.
     pub fn body_limit(&self) -> Option<usize> {
         match self {
-            ProjRoute::Create(_) | ProjRoute::QueryPut(_) | ProjRoute::ConfigPut(_) => {
-                Some(PROJECTION_BODY_MAX)
-            }
+            ProjRoute::Create(_)
+            | ProjRoute::QueryPut(_)
+            | ProjRoute::ConfigPut(_)
+            | ProjRoute::ReadEvents => Some(PROJECTION_BODY_MAX),
             _ => None,
         }
     }
@@ -189,6 +198,7 @@ pub async fn dispatch(api: &Arc<Api>, route: ProjRoute, req: &mut Req) -> Reply 
     match route {
         ProjRoute::List(kind) => projections::list(p, req, kind),
         ProjRoute::Create(kind) => projections::create(p, req, kind).await,
+        ProjRoute::ReadEvents => projections::read_events(api, req).await,
         ProjRoute::Get(n) => projections::get(p, req, &n),
         ProjRoute::Delete(n) => projections::delete(p, req, &n).await,
         ProjRoute::Statistics(n) => projections::statistics(p, req, &n),
