@@ -1,7 +1,9 @@
 //! An independent, published EventStoreDB v5 HTTP client drives the node: `geteventstore-promise`
 //! (npm) runs `tests/clients/geteventstore.js` against a live node (streams and persistent
-//! subscriptions). Under `CI=true` a missing `node` or package fails the test; elsewhere it is
-//! skipped with a notice. Install it with
+//! subscriptions) and `tests/clients/geteventstore-projections.js` against one running
+//! projections (`RunProjections All`: create and update, state and result with and without a
+//! partition, info, configuration, reset, stop and start, remove). Under `CI=true` a missing
+//! `node` or package fails the tests; elsewhere they are skipped with a notice. Install it with
 //! `npm install --prefix target/clients --no-audit --no-fund geteventstore-promise@4.0.1`
 //! (or point `ANNAL_JS_CLIENTS` at a directory holding its `node_modules`).
 
@@ -10,8 +12,11 @@ mod support;
 
 use std::path::PathBuf;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn geteventstore_promise_drives_the_node() {
+use annal::config::RunProjections;
+
+/// Where the client package lives, or `None` (after failing under `CI=true`) when `node` or the
+/// package is missing.
+async fn client_modules(test: &str) -> Option<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let clients = std::env::var_os("ANNAL_JS_CLIENTS")
         .map(PathBuf::from)
@@ -28,19 +33,38 @@ async fn geteventstore_promise_drives_the_node() {
             modules.display()
         );
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-        println!("SKIPPED geteventstore_promise_drives_the_node: {why}");
-        return;
+        println!("SKIPPED {test}: {why}");
+        return None;
     }
-    let s = support::start().await;
+    Some(modules)
+}
+
+/// Runs `tests/clients/{script}` against `s`; it must print `OK` and succeed.
+async fn run_script(s: &support::Server, modules: &PathBuf, script: &str) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new("node")
-        .arg(root.join("tests/clients/geteventstore.js"))
+        .arg(root.join("tests/clients").join(script))
         .arg(s.addr.ip().to_string())
         .arg(s.addr.port().to_string())
-        .env("NODE_PATH", &modules)
+        .env("NODE_PATH", modules)
         .output()
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains("OK"), "client failed:\n{stdout}\n{stderr}");
+    assert!(out.status.success() && stdout.contains("OK"), "{script} failed:\n{stdout}\n{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geteventstore_promise_drives_the_node() {
+    let Some(modules) = client_modules("geteventstore_promise_drives_the_node").await else { return };
+    let s = support::start().await;
+    run_script(&s, &modules, "geteventstore.js").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geteventstore_promise_drives_projections() {
+    let Some(modules) = client_modules("geteventstore_promise_drives_projections").await else { return };
+    let s = support::start_with(|c| c.run_projections = RunProjections::All).await;
+    run_script(&s, &modules, "geteventstore-projections.js").await;
 }

@@ -371,7 +371,7 @@ pub async fn command(p: &Projections, req: &Req, name: &str, command: Command) -
 
 /// `DELETE /projection/{name}?deleteStateStream=&deleteCheckpointStream=&deleteEmittedStreams=`:
 /// only a stopped or faulted projection (a transient one is stopped); the system projections
-/// cannot be deleted.
+/// cannot be deleted. 200 with `{"name":…}`, as v5 answers.
 pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
     let flags = (|| {
         Ok::<_, Reply>((
@@ -391,7 +391,7 @@ pub async fn delete(p: &Projections, req: &Req, name: &str) -> Reply {
         return r;
     }
     match p.delete(name, state, checkpoint, emitted).await {
-        Ok(()) => Reply::status(StatusCode::NO_CONTENT, "No Content"),
+        Ok(()) => named(req, name),
         Err(e) => errors::projection(&e),
     }
 }
