@@ -83,6 +83,27 @@ const byOrder = `fromCategory('clientorder').foreachStream().when({
   const names = all.projections.map((p) => p.name);
   assert.ok(names.includes(name) && names.includes(partitioned) && names.includes('$by_category'), names.join());
 
+  // An emitting projection that tracks its streams; a one-time projection that completes.
+  const emitter = 'client-emit';
+  const big = `fromCategory('clientorder').when({
+    Added: function (s, e) { if (e.data.amount >= 4) emit('client-big', 'Big', { amount: e.data.amount }); }
+  })`;
+  assert.deepStrictEqual(await projections.assert(emitter, big, 'continuous', true, true, true, true), { name: emitter });
+  const emitted = await eventually(
+    'emitted',
+    async () => ((await client.checkStreamExists('client-big')) ? client.readEventsForward('client-big', 0, 10) : null),
+    (r) => r && r.events.length === 1,
+  );
+  assert.deepStrictEqual(emitted.events.map((e) => [e.eventType, e.data]), [['Big', { amount: 4 }]]);
+  const emitConfig = await projections.config(emitter);
+  assert.deepStrictEqual([emitConfig.emitEnabled, emitConfig.trackEmittedStreams], [true, true]);
+  await assert.rejects(projections.remove(emitter), (e) => e.response && e.response.status === 500, 'a running projection stays');
+  const once = 'client-once';
+  assert.deepStrictEqual(await projections.assert(once, totals(1), 'onetime'), { name: once });
+  const done = await eventually('completed', () => projections.getInfo(once), (i) => i.status === 'Completed');
+  assert.strictEqual(done.mode, 'OneTime');
+  assert.deepStrictEqual(await projections.getState(once), { count: 3, total: 7 });
+
   // A second assert updates the query; a reset rebuilds the state from the start with it.
   assert.deepStrictEqual(await projections.assert(name, totals(10)), { name });
   const epoch = (await projections.getInfo(name)).epoch;
@@ -102,19 +123,20 @@ const byOrder = `fromCategory('clientorder').foreachStream().when({
   assert.deepStrictEqual(resumed, { count: 4, total: 120 });
   assert.strictEqual((await projections.getInfo(name)).status, 'Running');
 
-  // disableAll and enableAll reach every projection, the system ones included.
+  // disableAll and enableAll reach every projection, the system ones included (the one-time
+  // projection completes again).
   await projections.disableAll();
   const stopped = await eventually(
     'all stopped',
     () => projections.getAllProjectionsInfo(),
-    (a) => a.projections.every((p) => p.status === 'Stopped'),
+    (a) => a.projections.every((p) => p.status === (p.name === once ? 'Completed' : 'Stopped')),
   );
-  assert.ok(stopped.projections.length >= 7, JSON.stringify(stopped));
+  assert.strictEqual(stopped.projections.length, 9, JSON.stringify(stopped));
   await projections.enableAll();
   await eventually(
     'all running',
     () => projections.getAllProjectionsInfo(),
-    (a) => a.projections.every((p) => p.status === 'Running'),
+    (a) => a.projections.every((p) => p.status === (p.name === once ? 'Completed' : 'Running')),
   );
 
   // Remove (a stopped projection) with its checkpoint and state streams.
