@@ -76,6 +76,18 @@ pub fn read_page(
     max: usize,
     now_us: i64,
 ) -> Result<FeedPage, FeedError> {
+    scan_page(store, selector, from, max, READ_EVENTS_SCAN_MAX, now_us)
+}
+
+/// [`read_page`], scanning at most `scan_max` records.
+fn scan_page(
+    store: &Store,
+    selector: &Selector,
+    from: u64,
+    max: usize,
+    scan_max: usize,
+    now_us: i64,
+) -> Result<FeedPage, FeedError> {
     let end = store.log().committed();
     if from > end {
         return Err(FeedError::PastEnd { position: from, end });
@@ -84,7 +96,7 @@ pub fn read_page(
     let mut scan = store.log().scan(from);
     let mut events = Vec::new();
     let mut scanned = 0usize;
-    while events.len() < max && scanned < READ_EVENTS_SCAN_MAX {
+    while events.len() < max && scanned < scan_max {
         let record = match scan.next() {
             None => break,
             Some(Ok(r)) => r,
@@ -103,4 +115,89 @@ pub fn read_page(
         }
     }
     Ok(FeedPage { events, next: scan.position() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewEvent, StoreConfig};
+    use annal_js::Source;
+    use bytes::Bytes;
+    use std::sync::Arc;
+
+    fn store() -> Arc<Store> {
+        let (env, _disk, _clock) = crate::env::mem::env(11);
+        let mut cfg = StoreConfig::new("/db");
+        cfg.chunk_size = 1 << 20;
+        cfg.existence_filter_bytes = 4096;
+        Store::open(&env, cfg).unwrap()
+    }
+
+    fn append(store: &Store, stream: &str, event_type: &str, n: u8) {
+        let e = NewEvent {
+            id: [n; 16],
+            event_type: event_type.into(),
+            data: Bytes::from(format!("{{\"n\":{n}}}")),
+            metadata: Bytes::new(),
+            is_json: true,
+        };
+        store.append(stream, crate::store::ANY, vec![e]).unwrap();
+    }
+
+    /// `stream/number` of each event read `max` at a time with a scan bound of `scan_max`, each
+    /// page from the one before's position, until a page comes back empty at the end of the log.
+    fn read_all(store: &Store, sel: &Selector, max: usize, scan_max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        loop {
+            let page = scan_page(store, sel, from, max, scan_max, 0).unwrap();
+            assert!(page.events.len() <= max);
+            assert!(page.events.iter().all(|e| e.next <= page.next && e.next > from));
+            let at_end = page.next == store.log().committed();
+            out.extend(page.events.iter().map(|e| format!("{}/{}", e.event.stream, e.event.event_number)));
+            if page.events.is_empty() && at_end {
+                return out;
+            }
+            assert!(page.next > from || !page.events.is_empty(), "a page moves on");
+            from = page.next;
+        }
+    }
+
+    #[test]
+    fn pages_go_on_from_their_position_within_the_scan_bound() {
+        let store = store();
+        for n in 0..4 {
+            append(&store, "a-1", "A", n);
+        }
+        append(&store, "b-1", "B", 10);
+        append(&store, "a-2", "A", 11);
+        append(&store, "b-1", "C", 12);
+        let b = Selector::new(Source::Categories(vec!["b".into()]), None, false);
+        // The first two records are not of `b`: the page is empty, its position has moved on.
+        let page = scan_page(&store, &b, 0, 10, 2, 0).unwrap();
+        assert!(page.events.is_empty() && page.next > 0);
+        for scan_max in [1, 2, 3, READ_EVENTS_SCAN_MAX] {
+            assert_eq!(read_all(&store, &b, 1, scan_max), ["b-1/0", "b-1/1"], "{scan_max}");
+        }
+        let a = Selector::new(Source::Categories(vec!["a".into()]), Some(vec!["A".into()]), false);
+        assert_eq!(read_all(&store, &a, 2, 3), ["a-1/0", "a-1/1", "a-1/2", "a-1/3", "a-2/0"]);
+        // An event's own position reads on right after it.
+        let all = Selector::new(Source::All, None, false);
+        let first = scan_page(&store, &all, 0, 1, 10, 0).unwrap();
+        let next = scan_page(&store, &all, first.events[0].next, 1, 10, 0).unwrap();
+        assert_eq!((next.events[0].event.stream.as_str(), next.events[0].event.event_number), ("a-1", 1));
+    }
+
+    #[test]
+    fn positions_off_records_or_past_the_end_are_refused() {
+        let store = store();
+        append(&store, "a-1", "A", 0);
+        let all = Selector::new(Source::All, None, false);
+        let end = store.log().committed();
+        assert!(matches!(read_page(&store, &all, 1, 10, 0), Err(FeedError::NotARecord(1))));
+        assert!(matches!(read_page(&store, &all, end + 1, 10, 0), Err(FeedError::PastEnd { .. })));
+        let page = read_page(&store, &all, end, 10, 0).unwrap();
+        assert!(page.events.is_empty());
+        assert_eq!(page.next, end);
+    }
 }
