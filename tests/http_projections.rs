@@ -407,6 +407,13 @@ async fn a_restart_resumes_from_the_checkpoint() {
     assert_eq!(added, want);
     let stat = s.get("/projection/$by_event_type", &[ADMIN]).await.json();
     assert_eq!((stat["status"].as_str(), stat["epoch"].as_i64()), (Some("Running"), Some(-1)), "{stat}");
+    // read-events needs no JavaScript: it answers with the system projections only too.
+    let q = json!({"query": {"categories": ["item"], "events": ["Added"]}, "maxEvents": 3});
+    let r = read_events(&s, &[ADMIN], &q).await;
+    assert_eq!(
+        (r.status, page_events(&r.json())),
+        (200, vec!["item-0/0/Added".to_owned(), "item-1/0/Added".into(), "item-2/0/Added".into()])
+    );
 }
 
 /// `POST /projections/read-events` with `body` as `auth`.
