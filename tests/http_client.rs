@@ -5,7 +5,8 @@
 //! partition, info, configuration, reset, stop and start, remove). Under `CI=true` a missing
 //! `node` or package fails the tests; elsewhere they are skipped with a notice. Install it with
 //! `npm install --prefix target/clients --no-audit --no-fund geteventstore-promise@4.0.1`
-//! (or point `ANNAL_JS_CLIENTS` at a directory holding its `node_modules`).
+//! (or point `JS_CLIENTS_DIR` at a directory holding its `node_modules`; not an `ANNAL_` name,
+//! which nodes started by other tests would take for one of their options).
 
 #[path = "http_support/mod.rs"]
 mod support;
@@ -18,9 +19,8 @@ use annal::config::RunProjections;
 /// package is missing.
 async fn client_modules(test: &str) -> Option<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let clients = std::env::var_os("ANNAL_JS_CLIENTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/clients"));
+    let clients =
+        std::env::var_os("JS_CLIENTS_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target/clients"));
     let modules = clients.join("node_modules");
     let node_ok = tokio::process::Command::new("node")
         .arg("--version")

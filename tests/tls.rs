@@ -854,7 +854,7 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
 #[test]
 fn geteventstore_promise_drives_the_node_over_https() {
     let root_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let modules = std::env::var_os("ANNAL_JS_CLIENTS")
+    let modules = std::env::var_os("JS_CLIENTS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root_dir.join("target/clients"))
         .join("node_modules");
