@@ -94,7 +94,7 @@ fn load(node: &LocalNode, secs: f64, backups: Option<&(dyn Fn(&AtomicBool) -> u6
 }
 
 /// Rounds of the three copies (see [`backup_bench`]).
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 8;
 
 /// Runs the backup benchmark.
 pub fn backup_bench(args: &Args) {
@@ -115,13 +115,14 @@ pub fn backup_bench(args: &Args) {
         t.elapsed().as_secs_f64()
     );
 
-    // Six rounds of cp -r (+ sync), backup and restore, one in each order, after a warm-up copy;
-    // each row is the median round (this machine's disk is shared and its speed varies from
-    // second to second).
+    // Rounds of four runs: `cp -r` of the database (+ sync), `cp -r` of the backup (+ sync: the
+    // files a restore reads), backup and restore; each row is the median round (this machine's
+    // disk is shared and its speed varies from second to second).
     let id = database_id(&env, &db).expect("identity");
     let dest = root.join("backup");
     let target = root.join("restored");
     let cp_dest = root.join("cp");
+    let cpb_dest = root.join("cp-backup");
     let opts = BackupOptions {
         source_db: db.clone(),
         source_index: db.join("index"),
@@ -134,67 +135,57 @@ pub fn backup_bench(args: &Args) {
         index: target.join("index"),
         overwrite: false,
     };
-    let (mut cps, mut cp_syncs, mut bks, mut rests) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let mut cp_syncs: [Vec<f64>; 2] = Default::default();
     let (mut sum, mut rs) = (None, None);
     let sync = || {
         std::process::Command::new("sync").status().expect("sync");
     };
+    let cp = |from: &Path, to: &Path| {
+        let ok = std::process::Command::new("cp").arg("-r").arg(from).arg(to).status().expect("cp").success();
+        assert!(ok, "cp -r failed");
+    };
     // On this kind of shared virtual disk the same copy runs at very different speeds depending
     // on what ran just before it (a copy right after another one's `sync` was up to 4x slower than
-    // the next), so the rounds take the six orders of the three runs: each run comes first twice
-    // and follows each of the other two twice. (Rotating one order would not do: the run before
-    // each would always be the same one.) The warm-up absorbs the write-back of the dataset.
+    // the next), so the rounds follow a balanced square: each run comes first once in four rounds
+    // and follows each of the other three once. (Rotating one order would not do: the run before
+    // each would always be the same one.) A warm-up copy and backup absorb the write-back of the
+    // dataset and give the first restore its backup.
     let _ = std::fs::remove_dir_all(&cp_dest);
     sync();
-    let ok =
-        std::process::Command::new("cp").arg("-r").arg(&db).arg(&cp_dest).status().expect("cp").success();
-    assert!(ok, "cp -r failed");
+    cp(&db, &cp_dest);
+    rt.block_on(backup(&env, &opts, &id, &mut NoNode, &mut |_| {})).expect("backup");
     sync();
-    const ORDERS: [[&str; 3]; ROUNDS] = [
-        ["cp", "backup", "restore"],
-        ["backup", "restore", "cp"],
-        ["restore", "cp", "backup"],
-        ["cp", "restore", "backup"],
-        ["restore", "backup", "cp"],
-        ["backup", "cp", "restore"],
-    ];
+    const NAMES: [&str; 4] = ["cp -r", "cp -r of the backup", "backup", "restore"];
+    const SQUARE: [[usize; 4]; 4] = [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]];
     for round in 0..ROUNDS {
         let mut line = Vec::new();
-        for op in ORDERS[round] {
-            let d = match op {
-                "cp" => &cp_dest,
-                "backup" => &dest,
-                _ => &target,
-            };
+        for op in SQUARE[round % SQUARE.len()] {
+            let d = [&cp_dest, &cpb_dest, &dest, &target][op];
             let _ = std::fs::remove_dir_all(d);
             sync();
             let t = Instant::now();
             match op {
-                "cp" => {
-                    let ok = std::process::Command::new("cp")
-                        .arg("-r")
-                        .arg(&db)
-                        .arg(&cp_dest)
-                        .status()
-                        .expect("cp")
-                        .success();
-                    assert!(ok, "cp -r failed");
-                    cps.push(t.elapsed().as_secs_f64());
+                0 | 1 => {
+                    cp(if op == 0 { &db } else { &dest }, d);
+                    let copied = t.elapsed().as_secs_f64();
                     sync();
-                    cp_syncs.push(t.elapsed().as_secs_f64());
-                    line.push(format!("cp -r {:.2} s (+ sync {:.2} s)", cps[round], cp_syncs[round]));
+                    let synced = t.elapsed().as_secs_f64();
+                    times[op].push(copied);
+                    cp_syncs[op].push(synced);
+                    line.push(format!("{} {copied:.2} s (+ sync {synced:.2} s)", NAMES[op]));
                 }
-                "backup" => {
+                2 => {
                     sum = Some(
                         rt.block_on(backup(&env, &opts, &id, &mut NoNode, &mut |_| {})).expect("backup"),
                     );
-                    bks.push(t.elapsed().as_secs_f64());
-                    line.push(format!("backup {:.2} s", bks[round]));
+                    times[op].push(t.elapsed().as_secs_f64());
+                    line.push(format!("backup {:.2} s", t.elapsed().as_secs_f64()));
                 }
                 _ => {
                     rs = Some(restore(&env, &ro, &mut |_, _| {}).expect("restore"));
-                    rests.push(t.elapsed().as_secs_f64());
-                    line.push(format!("restore {:.2} s", rests[round]));
+                    times[op].push(t.elapsed().as_secs_f64());
+                    line.push(format!("restore {:.2} s", t.elapsed().as_secs_f64()));
                 }
             }
         }
@@ -210,28 +201,35 @@ pub fn backup_bench(args: &Args) {
             v[n / 2]
         }
     };
-    let (cp, cp_sync, bk, rest) =
-        (median(&mut cps), median(&mut cp_syncs), median(&mut bks), median(&mut rests));
+    let [mut t_cp, mut t_cpb, mut t_bk, mut t_rest] = times;
+    let [mut s_cp, mut s_cpb] = cp_syncs;
+    let (cp_t, cp_sync, cpb_t, cpb_sync) =
+        (median(&mut t_cp), median(&mut s_cp), median(&mut t_cpb), median(&mut s_cpb));
+    let (bk, rest) = (median(&mut t_bk), median(&mut t_rest));
     let (sum, rs) = (sum.expect("a round ran"), rs.expect("a round ran"));
+    let backup_bytes = dir_bytes(&dest);
     let t = Instant::now();
     let r = annal::backup::verify::verify(&env, &dest).expect("verify");
     let vf = t.elapsed().as_secs_f64();
 
-    println!("| run | MB | time s | MB/s | vs cp -r + sync |");
-    println!("|---|---:|---:|---:|---:|");
-    let row = |name: &str, b: u64, s: f64| {
+    println!("| run | MB | time s | MB/s | vs cp -r + sync | vs cp -r of its source + sync |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let row = |name: &str, b: u64, s: f64, source: Option<f64>| {
         println!(
-            "| {name} | {:.0} | {s:.2} | {:.0} | {:.2}x |",
+            "| {name} | {:.0} | {s:.2} | {:.0} | {:.2}x | {} |",
             b as f64 / 1e6,
             mbs(b, s),
-            mbs(b, s) / mbs(bytes, cp_sync)
+            mbs(b, s) / mbs(bytes, cp_sync),
+            source.map_or("".to_string(), |x| format!("{:.2}x", mbs(b, s) / x)),
         );
     };
-    row("cp -r", bytes, cp);
-    row("cp -r, then sync", bytes, cp_sync);
-    row("annal backup (full)", sum.bytes_copied, bk);
-    row("annal restore", rs.bytes, rest);
-    row("annal backup verify (reads)", r.chunk_bytes, vf);
+    row("cp -r", bytes, cp_t, None);
+    row("cp -r, then sync", bytes, cp_sync, None);
+    row("cp -r of the backup", backup_bytes, cpb_t, None);
+    row("cp -r of the backup, then sync", backup_bytes, cpb_sync, None);
+    row("annal backup (full)", sum.bytes_copied, bk, Some(mbs(bytes, cp_sync)));
+    row("annal restore", rs.bytes, rest, Some(mbs(backup_bytes, cpb_sync)));
+    row("annal backup verify (reads)", r.chunk_bytes, vf, None);
     println!(
         "verify: {} events in {} streams, last event at {:?}",
         r.events, r.streams, r.last_event_position
