@@ -486,3 +486,39 @@ async fn restarts_write_no_emitted_event_twice() {
         read_stream(&s, "audit-all").iter().map(|(_, _, m)| m["$p"].as_u64().unwrap()).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_event_on_any_and_on_raw_over_http() {
+    let s = start_js().await;
+    orders(&s).await;
+    // The lower-level functions add to `when`'s handlers: the raw handler sees each event
+    // unparsed, then `$any`, then the handler named for the type.
+    let q = r#"
+fromCategory('order').foreachStream().when({
+    $init: function () { return { raw: 0, any: 0, paid: 0, jsonSeenRaw: false }; },
+    $any: function (s, e) { s.any += 1; }
+});
+on_raw(function (s, e) { s.raw += 1; s.jsonSeenRaw = s.jsonSeenRaw || e.isJson || e.body !== null; });
+on_event('Paid', function (s, e) { s.paid += e.body.amount; });"#;
+    created(&s, "continuous", "name=lower", q).await;
+    // `on_event` alone selects its types.
+    let q = "fromAll(); on_event('Opened', function (s, e) { return { opened: (s.opened || 0) + 1 }; });";
+    created(&s, "continuous", "name=opened", q).await;
+    caught_up(&s).await;
+    // order-2 holds amounts 2 (Paid), 5 (Placed), 8 (Paid).
+    assert_eq!(
+        state(&s, "lower", Some("order-2")).await,
+        json!({"raw": 3, "any": 3, "paid": 10, "jsonSeenRaw": false})
+    );
+    assert_eq!(state(&s, "opened", None).await, json!({"opened": 1}));
+    let r = s.get("/projection/opened/query?config=yes", &[ADMIN]).await;
+    let d = r.json();
+    assert_eq!(d["definition"]["events"], json!(["Opened"]), "{d}");
+    assert_eq!(d["definition"]["options"]["definesFold"], true, "{d}");
+    let r = s.get("/projection/lower/query?config=yes", &[ADMIN]).await;
+    assert_eq!(r.json()["definition"]["allEvents"], true);
+    // A bad use is a clear error at creation.
+    let r = create(&s, "continuous", "name=bad", "fromAll();\non_any(42);").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.reason, "on_any needs a function (line 2)", "{r:?}");
+}

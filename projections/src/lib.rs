@@ -3,7 +3,8 @@
 //! [`Engine::compile`] evaluates a query (the v5 projection API: `options`, the selectors
 //! `fromAll`, `fromStream(s)`, `fromCategory`/`fromCategories`, `fromStreamsMatching`, then
 //! `foreachStream`/`partitionBy`, `when` with `$init`, `$initShared`, `$any`, `$deleted`,
-//! `$created` and named handlers, `transformBy`, `filterBy`, `outputState`, `outputTo`) and
+//! `$created` and named handlers, `transformBy`, `filterBy`, `outputState`, `outputTo`, and the
+//! lower-level `on_event`, `on_any` and `on_raw`, which add to the handlers `when` registers) and
 //! answers its [`Definition`], or a [`JsError`] with the message and the query's line.
 //! [`Engine::process`] feeds it one event and answers what to write ([`Outcome`]); the engine
 //! itself writes nothing and reads nothing: the stored state of a partition it has not seen is
@@ -125,8 +126,12 @@ pub struct Definition {
     pub by_stream: bool,
     /// `partitionBy(…)`.
     pub by_custom_partitions: bool,
-    /// The event types it handles (`None`: every type, through `$any` or no handlers at all).
+    /// The event types it handles (`None`: every type, through `$any`, `on_any`, `on_raw` or no
+    /// event handler at all).
     pub events: Option<Vec<String>>,
+    /// It registers a handler of any kind (`when`, `on_event`, `on_any`, `on_raw`); without one,
+    /// its state is the last event's body.
+    pub defines_fold: bool,
     /// Handlers receive `[state, sharedState]`.
     pub bi_state: bool,
     /// It writes results (`outputState`, `transformBy`, `filterBy`, `outputTo`).
@@ -332,6 +337,7 @@ fn definition_of(text_json: &str) -> Result<Definition, JsError> {
         by_stream: flag(&v, "byStream"),
         by_custom_partitions: flag(&v, "byCustomPartitions"),
         events,
+        defines_fold: flag(&v, "definesFold"),
         bi_state: flag(&v, "biState"),
         produces_results: flag(&v, "producesResults"),
         defines_state_transform: flag(&v, "definesStateTransform"),

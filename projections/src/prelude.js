@@ -39,13 +39,35 @@
   // ---- The definition a query builds. ----
   const def = {
     source: null, streams: [], categories: [], matching: null,
-    byStream: false, partitionBy: null, handlers: null,
+    byStream: false, partitionBy: null,
     transforms: [], outputState: false, resultStream: null, partitionPattern: null,
     definesStateTransform: false, options: {},
   };
   function fail(message) { throw new Error(message); }
   function isFn(f) { return typeof f === "function"; }
   function needFn(f, what) { if (!isFn(f)) fail(what + " needs a function"); }
+
+  // The handlers, as v5 registers them: `when` files each of its keys here, and the global
+  // functions `on_event`, `on_any` and `on_raw` add to the same lists, so the two combine. An
+  // event meets the `on_raw` handlers first (its body unparsed), then the `$any`/`on_any`
+  // handlers in the order they were registered, then the one handler named for its type (a later
+  // registration of a name replaces the earlier one). `fold` says whether any event handler was
+  // registered; without one, the state becomes each event's body.
+  const reg = {
+    init: null, initShared: null, named: new Map(), any: [], raw: [], deleted: [], created: [],
+    fold: false,
+  };
+  function onEvent(type, fn) {
+    if (typeof type !== "string" || type === "") fail("on_event needs an event type");
+    needFn(fn, "on_event");
+    reg.named.set(type, fn);
+    reg.fold = true;
+  }
+  function onAny(fn) { needFn(fn, "on_any"); reg.any.push(fn); reg.fold = true; }
+  function onRaw(fn) { needFn(fn, "on_raw"); reg.raw.push(fn); reg.fold = true; }
+  g.on_event = function (type, fn) { onEvent(type, fn); };
+  g.on_any = function (fn) { onAny(fn); };
+  g.on_raw = function (fn) { onRaw(fn); };
 
   function transformBy(fn) { needFn(fn, "transformBy"); def.transforms.push({ map: fn }); return afterTransform(); }
   function filterBy(fn) { needFn(fn, "filterBy"); def.transforms.push({ keep: fn }); return afterTransform(); }
@@ -64,8 +86,15 @@
     for (const k of Object.keys(handlers)) {
       if (!isFn(handlers[k])) fail("The handler '" + k + "' is not a function");
     }
-    if (def.handlers !== null) fail("when can be called only once");
-    def.handlers = handlers;
+    for (const k of Object.keys(handlers)) {
+      const fn = handlers[k];
+      if (k === "$init") reg.init = fn;
+      else if (k === "$initShared") reg.initShared = fn;
+      else if (k === "$any") onAny(fn);
+      else if (k === "$deleted") reg.deleted.push(fn);
+      else if (k === "$created") reg.created.push(fn);
+      else onEvent(k, fn);
+    }
     return {
       transformBy, filterBy, outputState, outputTo,
       $defines_state_transform: function () { def.definesStateTransform = true; return afterTransform(); },
@@ -173,7 +202,6 @@
   };
 
   // ---- Processing. ----
-  const SPECIAL = { $init: 1, $initShared: 1, $any: 1, $deleted: 1, $created: 1 };
   const states = new Map();
   const results = new Map();
   const dirty = new Set();
@@ -182,30 +210,33 @@
   let producesResults = false;
   let pending = null;
 
-  function handlerFor(type) {
-    const h = def.handlers;
-    if (h === null || SPECIAL[type] === 1 || !Object.prototype.hasOwnProperty.call(h, type)) return undefined;
-    return h[type];
-  }
-  function wants(type) {
-    const h = def.handlers;
-    return h === null || isFn(h.$any) || handlerFor(type) !== undefined;
-  }
+  // Every type when no event handler is registered (the state becomes the body) or when a
+  // `$any`/`on_any`/`on_raw` handler is; otherwise the named types.
+  function allTypes() { return !reg.fold || reg.any.length > 0 || reg.raw.length > 0; }
+  function wants(type) { return allTypes() || reg.named.has(type); }
   function initState() {
-    const h = def.handlers;
-    if (h !== null && isFn(h.$init)) {
-      const s = h.$init();
+    if (reg.init !== null) {
+      const s = reg.init();
       return s === undefined ? {} : s;
     }
     return {};
   }
   function initShared() {
-    const h = def.handlers;
-    if (h !== null && isFn(h.$initShared)) {
-      const s = h.$initShared();
+    if (reg.initShared !== null) {
+      const s = reg.initShared();
       return s === undefined ? {} : s;
     }
     return {};
+  }
+  // What an `on_raw` handler sees: the event before its body is parsed (v5 hands the raw
+  // handlers its envelope before deserializing it: `isJson` false, `body` and `data` null).
+  function rawView(ev) {
+    const r = Object.assign({}, ev);
+    r.isJson = false;
+    r.body = null;
+    r.data = null;
+    delete r.jsonError;
+    return r;
   }
   function parse(raw) {
     if (raw === "") return {};
@@ -281,25 +312,28 @@
   }
   function handle(p, ev) {
     ev.partition = p;
-    const h = def.handlers;
     if (ev.deleted !== undefined) {
-      apply(p, h.$deleted, { partition: p, isSoftDeleted: ev.deleted === 2 });
+      const note = { partition: p, isSoftDeleted: ev.deleted === 2 };
+      for (const fn of reg.deleted) apply(p, fn, note);
       return done(p);
     }
-    if (h === null) {
+    if (reg.raw.length > 0) {
+      const raw = rawView(ev);
+      for (const fn of reg.raw) apply(p, fn, raw);
+    }
+    if (!reg.fold) {
       states.set(p, ev.isJson && ev.body !== undefined ? ev.body : { $e: ev.bodyRaw });
       return done(p);
     }
-    if (isFn(h.$any)) apply(p, h.$any, ev);
-    const named = handlerFor(ev.eventType);
+    for (const fn of reg.any) apply(p, fn, ev);
+    const named = reg.named.get(ev.eventType);
     if (named !== undefined) apply(p, named, ev);
     return done(p);
   }
   function created(p, ev) {
     if (p === "") return;
     effects.push({ k: "p", p: p });
-    const h = def.handlers;
-    if (h !== null && isFn(h.$created)) apply(p, h.$created, ev);
+    for (const fn of reg.created) apply(p, fn, ev);
   }
 
   // -1: the partition's stored state is needed (`resume`); 0: not handled; 1: handled;
@@ -309,8 +343,7 @@
     seed = (position % 2147483629) + 1;
     let ev;
     if (deleted !== 0) {
-      const h = def.handlers;
-      if (!def.byStream || h === null || !isFn(h.$deleted)) return 0;
+      if (!def.byStream || reg.deleted.length === 0) return 0;
       ev = { streamId: streamId, deleted: deleted, linkMetadata: {} };
     } else {
       if (!wants(type)) return 0;
@@ -384,10 +417,9 @@
     (0, eval)(source);
     if (def.source === null) fail("The query defines no source: call fromAll, fromStream, fromStreams, fromCategory or fromStreamsMatching");
     const o = def.options;
-    biState = o.biState === true || (def.handlers !== null && isFn(def.handlers.$initShared));
+    biState = o.biState === true || reg.initShared !== null;
     const partitioned = def.byStream || def.partitionBy !== null;
-    const h = def.handlers;
-    const handlesDeleted = h !== null && isFn(h.$deleted);
+    const handlesDeleted = reg.deleted.length > 0;
     if (handlesDeleted && !def.byStream) fail("The $deleted handler needs foreachStream()");
     if (handlesDeleted && biState) fail("The $deleted handler cannot be combined with a biState projection");
     if (o.reorderEvents === true) {
@@ -396,14 +428,13 @@
       if (!(o.processingLag >= 50)) fail("reorderEvents needs processingLag of at least 50");
     }
     producesResults = def.outputState || def.transforms.length > 0 || o.producesResults === true;
-    let events = null;
-    if (h !== null && !isFn(h.$any)) {
-      events = Object.keys(h).filter(function (k) { return SPECIAL[k] !== 1; });
-    }
+    const events = allTypes() ? null : Array.from(reg.named.keys());
     return stringify({
       source: def.source, streams: def.streams, categories: def.categories,
       byStream: def.byStream, byCustomPartitions: def.partitionBy !== null, partitioned: partitioned,
       events: events, biState: biState, producesResults: producesResults,
+      definesFold: reg.fold || reg.init !== null || reg.initShared !== null || reg.deleted.length > 0
+        || reg.created.length > 0,
       definesStateTransform: def.definesStateTransform || def.transforms.length > 0,
       handlesDeleted: handlesDeleted, includeLinks: o.$includeLinks === true,
       reorderEvents: o.reorderEvents === true, processingLag: o.processingLag === undefined ? 0 : o.processingLag,

@@ -187,6 +187,7 @@ fn bi_state_and_results() {
 #[test]
 fn no_handlers_keeps_the_body_and_deleted_notifications() {
     let mut e = Engine::compile("fromStream('x')", Limits::default(), false).unwrap();
+    assert!(!e.definition().defines_fold, "no handler: no fold");
     e.process(&ev("x", 0, "A", r#"{"a":1}"#, 1), &mut none).unwrap();
     assert_eq!(e.state("").unwrap().unwrap(), r#"{"a":1}"#);
     let mut raw = ev("x", 1, "A", "plain", 2);
@@ -255,4 +256,100 @@ fn loops_memory_bombs_and_throws_fail_the_call() {
     // A top-level loop is stopped at compile time.
     let err = Engine::compile("while (true) {}", limits, false).err().unwrap();
     assert!(matches!(err, JsError::TimeLimit { .. }), "{err:?}");
+}
+
+#[test]
+fn on_any_and_on_event_combine_with_when() {
+    // Handlers from `when` and from the global functions share one registry: every `$any` and
+    // `on_any` handler runs, in registration order, before the one handler named for the type.
+    let q = r#"
+        fromAll().when({
+            $init: function () { return { seen: [] }; },
+            $any: function (s, e) { s.seen.push('when-any:' + e.eventType); },
+            A: function (s, e) { s.seen.push('when-A'); }
+        });
+        on_any(function (s, e) { s.seen.push('on_any:' + e.body.n); return s; });
+        on_event('B', function (s, e) { s.seen.push('on_event-B'); });"#;
+    let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+    assert_eq!(e.definition().events, None, "an on_any handler takes every type");
+    assert!(e.definition().defines_fold);
+    e.process(&ev("s", 0, "A", r#"{"n":1}"#, 1), &mut none).unwrap();
+    e.process(&ev("s", 1, "B", r#"{"n":2}"#, 2), &mut none).unwrap();
+    e.process(&ev("s", 2, "C", r#"{"n":3}"#, 3), &mut none).unwrap();
+    assert_eq!(
+        e.state("").unwrap().unwrap(),
+        r#"{"seen":["when-any:A","on_any:1","when-A","when-any:B","on_any:2","on_event-B","when-any:C","on_any:3"]}"#
+    );
+
+    // `on_event` alone: only its types reach the query; a later handler for a type replaces
+    // the earlier one.
+    let q = r#"
+        fromStream('s');
+        on_event('Paid', function (s, e) { return { paid: 1 }; });
+        on_event('Paid', function (s, e) { return { paid: (s.paid || 0) + e.body.amount }; });
+        on_event('Refunded', function (s, e) { return { paid: s.paid - e.body.amount }; });"#;
+    let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+    assert_eq!(e.definition().events, Some(vec!["Paid".to_string(), "Refunded".to_string()]));
+    e.process(&ev("s", 0, "Paid", r#"{"amount":5}"#, 1), &mut none).unwrap();
+    assert!(!e.process(&ev("s", 1, "Other", r#"{"amount":50}"#, 2), &mut none).unwrap().handled);
+    e.process(&ev("s", 2, "Paid", r#"{"amount":7}"#, 3), &mut none).unwrap();
+    e.process(&ev("s", 3, "Refunded", r#"{"amount":2}"#, 4), &mut none).unwrap();
+    assert_eq!(e.state("").unwrap().unwrap(), r#"{"paid":10}"#);
+
+    // A `when` with `$init` alone registers no event handler: the state becomes each body.
+    let mut e = Engine::compile(
+        "fromAll().when({ $init: function () { return { z: 0 }; } })",
+        Limits::default(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(e.state("").unwrap().unwrap(), r#"{"z":0}"#);
+    assert!(e.process(&ev("s", 0, "A", r#"{"a":1}"#, 1), &mut none).unwrap().handled);
+    assert_eq!(e.state("").unwrap().unwrap(), r#"{"a":1}"#);
+}
+
+#[test]
+fn on_raw_sees_the_unparsed_event_first() {
+    let q = r#"
+        fromAll().partitionBy(function (e) { return e.body.who; }).when({
+            $init: function () { return { log: [] }; },
+            $any: function (s, e) { s.log.push(['any', e.isJson, e.body.who]); }
+        });
+        on_raw(function (s, e) {
+            s.log.push(['raw', e.isJson, e.body, e.data, e.bodyRaw, e.eventType, e.streamId,
+                        e.sequenceNumber, e.metadata.m, e.partition]);
+        });"#;
+    let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+    assert_eq!(e.definition().events, None);
+    let mut x = ev("s-1", 4, "T", r#"{"who":"ann"}"#, 1);
+    x.metadata = br#"{"m":7}"#;
+    assert!(e.process(&x, &mut none).unwrap().handled);
+    assert_eq!(
+        e.state("ann").unwrap().unwrap(),
+        r#"{"log":[["raw",false,null,null,"{\"who\":\"ann\"}","T","s-1",4,7,"ann"],["any",true,"ann"]]}"#
+    );
+
+    // An `on_raw` handler alone takes every event, JSON or not, and turns the default off.
+    let q = r#"fromStream('s'); on_raw(function (s, e) { return { last: e.bodyRaw, n: (s.n || 0) + 1 }; });"#;
+    let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+    let mut plain = ev("s", 0, "A", "not json", 1);
+    plain.is_json = false;
+    e.process(&plain, &mut none).unwrap();
+    e.process(&ev("s", 1, "B", "{broken", 2), &mut none).unwrap();
+    assert_eq!(e.state("").unwrap().unwrap(), r#"{"last":"{broken","n":2}"#);
+}
+
+#[test]
+fn on_functions_check_their_arguments() {
+    for (q, says) in [
+        ("fromAll(); on_event(3, function () {});", "on_event needs an event type"),
+        ("fromAll(); on_event('', function () {});", "on_event needs an event type"),
+        ("fromAll(); on_event('A', {});", "on_event needs a function"),
+        ("fromAll(); on_any('x');", "on_any needs a function"),
+        ("fromAll();\non_raw();", "on_raw needs a function"),
+    ] {
+        let Err(err) = Engine::compile(q, Limits::default(), false) else { panic!("{q} compiles") };
+        assert!(err.to_string().contains(says), "{q}: {err}");
+        assert!(err.line().is_some(), "{q}: {err:?}");
+    }
 }

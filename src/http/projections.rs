@@ -244,7 +244,7 @@ pub fn query(p: &Projections, req: &Req, name: &str) -> Reply {
                 ("isBiState", json!(q.bi_state)),
                 ("definesStateTransform", json!(q.defines_state_transform)),
                 ("producesResults", json!(q.produces_results)),
-                ("definesFold", json!(true)),
+                ("definesFold", json!(q.defines_fold)),
                 ("handlesDeletedNotifications", json!(q.handles_deleted)),
                 ("includeLinks", json!(q.include_links)),
             ];
