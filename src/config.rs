@@ -535,6 +535,15 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "false",
         help: "Enable the system projections ($streams, $by_category, …) at start (they are created disabled); needs RunProjections System or All.",
     },
+    OptionSpec {
+        name: "ProjectionsQueryExpiry",
+        flag: "projections-query-expiry",
+        aliases: &[],
+        group: "Projections",
+        kind: Kind::Int,
+        default: "5",
+        help: "Minutes a transient projection is kept after the last request that read or changed it; then it is deleted.",
+    },
 ];
 
 /// Where an option's value came from.
@@ -702,6 +711,8 @@ pub struct Config {
     pub run_projections: RunProjections,
     /// `--start-standard-projections`.
     pub start_standard_projections: bool,
+    /// `--projections-query-expiry` (given in minutes).
+    pub projections_query_expiry: Duration,
     /// `--log-level`.
     pub log_level: String,
     /// `--help`.
@@ -1175,6 +1186,7 @@ impl Config {
             enable_unix_socket: flag("EnableUnixSocket"),
             run_projections,
             start_standard_projections: flag("StartStandardProjections"),
+            projections_query_expiry: Duration::from_secs(int("ProjectionsQueryExpiry").saturating_mul(60)),
             log_level: get("LogLevel"),
             help: flag("Help"),
             version: flag("Version"),
@@ -1516,6 +1528,27 @@ mod tests {
         let c = parse_cli(&["--start-standard-projections"]).unwrap();
         assert!(c.warnings().iter().any(|w| w.contains("RunProjections is None")), "{:?}", c.warnings());
         assert!(parse_cli(&["--start-standard-projections", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn projections_query_expiry_through_every_source() {
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        let c = Config::parse(&[], &[], no_file).unwrap();
+        assert_eq!(c.projections_query_expiry, minutes(5));
+        assert_eq!(c.values["ProjectionsQueryExpiry"], ("5".to_string(), Source::Default));
+        let c = parse_cli(&["--projections-query-expiry", "2"]).unwrap();
+        assert_eq!(c.projections_query_expiry, minutes(2));
+        assert_eq!(c.values["ProjectionsQueryExpiry"], ("2".to_string(), Source::CommandLine));
+        let vars = [("ANNAL_PROJECTIONS_QUERY_EXPIRY".to_string(), "7".to_string())];
+        let c = Config::parse(&[], &vars, no_file).unwrap();
+        assert_eq!(c.projections_query_expiry, minutes(7));
+        let yaml = "ProjectionsQueryExpiry: 11\n".to_string();
+        let c = Config::parse(&args(&["--config", "f.yaml"]), &[], |_| Ok(yaml.clone())).unwrap();
+        assert_eq!(c.projections_query_expiry, minutes(11));
+        assert_eq!(c.values["ProjectionsQueryExpiry"], ("11".to_string(), Source::File));
+        for bad in ["-1", "soon", "1.5"] {
+            assert!(parse_cli(&["--projections-query-expiry", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

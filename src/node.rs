@@ -150,6 +150,7 @@ impl Node {
             config.run_projections,
             config.start_standard_projections,
         );
+        projections.set_query_expiry(config.projections_query_expiry);
         let (shutdown, _) = tokio::sync::watch::channel(false);
         Ok(Arc::new(Node {
             services: Services { store, auth, scavenger, subscriptions, projections },

@@ -522,3 +522,57 @@ on_event('Paid', function (s, e) { s.paid += e.body.amount; });"#;
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.reason, "on_any needs a function (line 2)", "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_projections_expire_after_their_last_access() {
+    const EXPIRY: Duration = Duration::from_millis(1500);
+    let s = start_with(|c| {
+        c.run_projections = RunProjections::All;
+        c.projections_query_expiry = EXPIRY;
+    })
+    .await;
+    let opts = s.get("/info/options", &[OPS]).await.json();
+    let opt = opts.as_array().unwrap().iter().find(|o| o["name"] == "ProjectionsQueryExpiry").unwrap();
+    assert_eq!((opt["group"].as_str(), opt["value"].as_str()), (Some("Projections"), Some("5")), "{opt}");
+    orders(&s).await;
+    let clock = || s.node.env().clock.monotonic();
+    let sleep = |ms: u64| s.node.env().rt.sleep(Duration::from_millis(ms));
+    created(&s, "transient", "name=kept", COUNT_BY_TYPE).await;
+    created(&s, "transient", "name=dropped", COUNT_BY_TYPE).await;
+    created(&s, "onetime", "name=stays", COUNT_BY_TYPE).await;
+    // Polling the statistics is no access: `dropped` expires while its status is watched.
+    status_becomes(&s, "dropped", "Completed").await;
+    // `kept` is read (state, result, query, config, in turn) for twice the expiry.
+    let start = clock();
+    let mut i = 0;
+    while clock() - start < EXPIRY * 2 {
+        let path = ["state", "result", "query", "config"][i % 4];
+        let r = s.get(&format!("/projection/kept/{path}"), &[ADMIN]).await;
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        i += 1;
+        sleep(100).await;
+    }
+    assert_eq!(state(&s, "kept", None).await["count"], 10);
+    assert_eq!(s.get("/projection/dropped", &[ADMIN]).await.status, 404, "not accessed: expired");
+    assert_eq!(s.get("/projection/dropped/state", &[ADMIN]).await.status, 404);
+    let transient = s.get("/projections/transient", &[ADMIN]).await.json();
+    let names: Vec<&str> =
+        transient["projections"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, ["kept"]);
+    // Left alone, `kept` goes too: not before the expiry has passed since its last access.
+    let last_access = clock();
+    let gone = loop {
+        let r = s.get("/projection/kept", &[ADMIN]).await;
+        if r.status == 404 {
+            break clock() - last_access;
+        }
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(clock() - last_access < EXPIRY * 10, "kept never expired");
+        sleep(50).await;
+    };
+    assert!(gone >= EXPIRY, "expired {gone:?} after its last access");
+    // Only transient projections expire; the name can be used again.
+    assert_eq!(stat(&s, "stays").await["mode"], "OneTime");
+    created(&s, "transient", "name=kept", COUNT_BY_TYPE).await;
+    status_becomes(&s, "kept", "Completed").await;
+}

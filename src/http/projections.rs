@@ -195,7 +195,7 @@ pub fn query(p: &Projections, req: &Req, name: &str) -> Reply {
         Ok(c) => c,
         Err(r) => return r,
     };
-    let v = match p.get(name) {
+    let v = match p.access(name) {
         Ok(v) => v,
         Err(e) => return errors::projection(&e),
     };

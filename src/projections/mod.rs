@@ -11,7 +11,8 @@
 //! the blocking pool, a batch at a time) and whose outcomes it turns into emits, results and
 //! partition catalog entries, written by the same exactly-once path. Their states go with each
 //! checkpoint (partitions first, then the root, see [`js`]). They are created with
-//! [`Projections::create`] (a transient one lives in memory only), complete at the end of the
+//! [`Projections::create`] (a transient one lives in memory only, and a sweep deletes it
+//! `ProjectionsQueryExpiry` after its last access, see [`expiry`]), complete at the end of the
 //! log in the one-time and transient modes, and can be deleted ([`Projections::delete`]).
 //!
 //! Durable state lives in streams, so it replicates and is backed up like any other:
@@ -47,6 +48,7 @@ pub mod category;
 pub mod checkpoint;
 pub mod definition;
 pub mod emitted;
+pub mod expiry;
 pub mod feed;
 pub mod js;
 pub mod system;
@@ -286,6 +288,8 @@ struct Entry {
     query_definition: Option<annal_js::Definition>,
     /// Partitions it holds.
     partitions: u64,
+    /// When a request last read or changed it (the `Env` monotonic clock; see [`expiry`]).
+    last_access: Duration,
 }
 
 impl Entry {
@@ -305,6 +309,7 @@ impl Entry {
             js: None,
             query_definition: None,
             partitions: 1,
+            last_access: Duration::ZERO,
         }
     }
 }
@@ -316,6 +321,8 @@ struct Inner {
     /// The id of the last task started.
     last_run: u64,
     projections: BTreeMap<String, Entry>,
+    /// The expiry sweep of this generation runs (only while a transient projection exists).
+    sweeping: bool,
 }
 
 /// Whether the node leads (may take writes).
@@ -332,6 +339,8 @@ pub struct Projections {
     /// Held by starts and commands: one change at a time.
     commands: tokio::sync::Mutex<()>,
     leads: std::sync::OnceLock<LeaderCheck>,
+    /// `ProjectionsQueryExpiry` (unset: [`expiry::QUERY_EXPIRY_DEFAULT`]).
+    query_expiry: std::sync::OnceLock<Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -361,7 +370,18 @@ impl Projections {
             inner: Mutex::new(Inner::default()),
             commands: tokio::sync::Mutex::new(()),
             leads: std::sync::OnceLock::new(),
+            query_expiry: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets `ProjectionsQueryExpiry`, how long a transient projection is kept after its last
+    /// access (see [`expiry`]). Set once, before the service starts.
+    pub fn set_query_expiry(&self, expiry: Duration) {
+        let _ = self.query_expiry.set(expiry);
+    }
+
+    fn query_expiry(&self) -> Duration {
+        self.query_expiry.get().copied().unwrap_or(expiry::QUERY_EXPIRY_DEFAULT)
     }
 
     /// A name for a projection created without one.
@@ -441,6 +461,7 @@ impl Projections {
             let mut inner = lock(&self.inner);
             inner.generation += 1;
             inner.running = true;
+            inner.sweeping = false;
             inner.projections = entries.into_iter().map(|e| (e.def.name.clone(), e)).collect();
             inner.generation
         };
@@ -562,10 +583,29 @@ impl Projections {
         inner.projections.get(name).map(|e| self.view_of(e)).ok_or(ProjError::NotFound)
     }
 
+    /// One projection, for a request that reads it (its query or configuration): an access,
+    /// which keeps a transient projection from expiring (see [`expiry`]); [`Projections::get`]
+    /// is not one.
+    pub fn access(&self, name: &str) -> Result<View, ProjError> {
+        self.check_running()?;
+        let now = self.env.clock.monotonic();
+        let mut inner = lock(&self.inner);
+        let e = inner.projections.get_mut(name).ok_or(ProjError::NotFound)?;
+        e.last_access = now;
+        Ok(self.view_of(e))
+    }
+
+    /// Notes an access to `name` (see [`expiry`]).
+    fn touch(&self, name: &str) {
+        let now = self.env.clock.monotonic();
+        self.with_entry(name, |e| e.last_access = now);
+    }
+
     /// Runs a command (see the module doc).
     pub async fn command(&self, name: &str, command: Command) -> Result<(), ProjError> {
         let _cmd = self.commands.lock().await;
         self.check_running()?;
+        self.touch(name);
         let (mut def, last, running) = self.current(name)?;
         match command {
             Command::Enable => {
@@ -614,6 +654,7 @@ impl Projections {
     pub async fn update_query(&self, name: &str, query: &str, emit: Option<bool>) -> Result<(), ProjError> {
         let _cmd = self.commands.lock().await;
         self.check_running()?;
+        self.touch(name);
         let (mut def, last, _) = self.current(name)?;
         let mut query_definition = None;
         match def.kind {
@@ -680,7 +721,17 @@ impl Projections {
         }
         let mut e = Entry::new(def, last);
         e.query_definition = Some(query_definition);
-        lock(&self.inner).projections.insert(c.name.clone(), e);
+        e.last_access = self.env.clock.monotonic();
+        let sweep = {
+            let mut inner = lock(&self.inner);
+            inner.projections.insert(c.name.clone(), e);
+            let start = c.mode == Mode::Transient && !inner.sweeping;
+            inner.sweeping |= start;
+            start.then_some(inner.generation)
+        };
+        if let Some(generation) = sweep {
+            self.spawn_expiry_sweep(generation);
+        }
         if c.enabled {
             self.restart(&c.name);
         }
@@ -774,9 +825,11 @@ impl Projections {
         result: bool,
     ) -> Result<Option<String>, ProjError> {
         self.check_running()?;
+        let now = self.env.clock.monotonic();
         let (def, js_runner, at) = {
-            let inner = lock(&self.inner);
-            let e = inner.projections.get(name).ok_or(ProjError::NotFound)?;
+            let mut inner = lock(&self.inner);
+            let e = inner.projections.get_mut(name).ok_or(ProjError::NotFound)?;
+            e.last_access = now;
             (e.def.clone(), e.js.clone(), e.last_checkpoint)
         };
         if def.system().is_some() {
@@ -835,6 +888,7 @@ impl Projections {
     pub async fn update_config(&self, name: &str, body: &Map<String, Value>) -> Result<(), ProjError> {
         let _cmd = self.commands.lock().await;
         self.check_running()?;
+        self.touch(name);
         let (mut def, last, running) = self.current(name)?;
         if running {
             return Err(ProjError::OperationFailed(
@@ -849,9 +903,62 @@ impl Projections {
         Ok(())
     }
 
-    /// The configuration of a projection.
+    /// The configuration of a projection (an access, see [`expiry`]).
     pub fn config(&self, name: &str) -> Result<ProjectionConfig, ProjError> {
-        Ok(self.get(name)?.def.config)
+        Ok(self.access(name)?.def.config)
+    }
+
+    /// Starts the task that deletes expired transient projections of `generation`: it looks
+    /// every [`expiry::sweep_period`] and ends with the generation, or when no transient
+    /// projection is left (the next one created starts it again).
+    fn spawn_expiry_sweep(&self, generation: u64) {
+        let (me, env) = (self.me.clone(), self.env.clone());
+        let period = expiry::sweep_period(self.query_expiry());
+        self.env.rt.spawn(Box::pin(async move {
+            loop {
+                env.rt.sleep(period).await;
+                let Some(me) = me.upgrade() else { return };
+                if !me.expire_transients(generation).await {
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// Deletes the transient projections of `generation` that expired; whether the sweep goes on
+    /// (the generation is current and a transient projection is left).
+    async fn expire_transients(&self, generation: u64) -> bool {
+        let expiry = self.query_expiry();
+        let due = |inner: &Inner, name: &str, now: Duration| {
+            inner.generation == generation
+                && inner.projections.get(name).is_some_and(|e| {
+                    e.def.mode == Mode::Transient && expiry::expired(e.last_access, now, expiry)
+                })
+        };
+        let candidates: Vec<String> = {
+            let inner = lock(&self.inner);
+            let now = self.env.clock.monotonic();
+            inner.projections.keys().filter(|n| due(&inner, n, now)).cloned().collect()
+        };
+        if !candidates.is_empty() {
+            let _cmd = self.commands.lock().await;
+            for name in candidates {
+                // Looked at again under the command lock: a request may have read it since.
+                if !due(&lock(&self.inner), &name, self.env.clock.monotonic()) {
+                    continue;
+                }
+                tracing::info!(projection = %name, ?expiry, "transient projection expired; deleted");
+                self.stop_one(&name, Stop::Now).await;
+                lock(&self.inner).projections.remove(&name);
+            }
+        }
+        let mut inner = lock(&self.inner);
+        if inner.generation != generation || !inner.running {
+            return false;
+        }
+        let left = inner.projections.values().any(|e| e.def.mode == Mode::Transient);
+        inner.sweeping = left;
+        left
     }
 
     fn current(&self, name: &str) -> Result<(Definition, i64, bool), ProjError> {
