@@ -576,3 +576,70 @@ async fn transient_projections_expire_after_their_last_access() {
     created(&s, "transient", "name=kept", COUNT_BY_TYPE).await;
     status_becomes(&s, "kept", "Completed").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_stream_catalog_reads_the_streams_it_names() {
+    let s = start_js().await;
+    orders(&s).await;
+    let reference = |ty: &str, data: &str| json!({"eventId": new_id(), "eventType": ty, "data": data});
+    // Stream references, a link (its target's stream counts) and a repeat.
+    append(
+        &s,
+        "catalog-1",
+        json!([
+            reference("$@", "order-3"),
+            reference("$>", "0@order-1"),
+            reference("$@", "order-3"),
+            reference("$@", "account-1"),
+        ]),
+    )
+    .await;
+    let q = r#"
+fromStreamCatalog('catalog-1').foreachStream().when({
+    $init: function () { return { n: 0, total: 0 }; },
+    $any: function (s, e) { s.n += 1; s.total += e.body.amount || 0; }
+})"#;
+    created(&s, "onetime", "name=listed", q).await;
+    status_becomes(&s, "listed", "Completed").await;
+    // order-1: 1, 4, 7; order-3: 3, 6, 9; order-2 is not in the catalog.
+    assert_eq!(state(&s, "listed", Some("order-1")).await, json!({"n": 3, "total": 12}));
+    assert_eq!(state(&s, "listed", Some("order-3")).await, json!({"n": 3, "total": 18}));
+    assert_eq!(state(&s, "listed", Some("account-1")).await, json!({"n": 1, "total": 0}));
+    assert_eq!(state(&s, "listed", Some("order-2")).await, Value::Null);
+    let d = s.get("/projection/listed/query?config=yes", &[ADMIN]).await.json();
+    assert_eq!(
+        (&d["definition"]["catalogStream"], &d["definition"]["byStream"]),
+        (&json!("catalog-1"), &json!(true))
+    );
+    // With a function, each catalog event's stream is what it answers (null: none).
+    append(
+        &s,
+        "catalog-2",
+        json!([
+            event("Listed", json!({"s": "order-2"})),
+            event("Listed", json!({})),
+            event("Listed", json!({"s": "order-2"}))
+        ]),
+    )
+    .await;
+    let q = r#"
+fromStreamCatalog('catalog-2', function (e) { return e.body.s; }).foreachStream().when({
+    $any: function (s, e) { return { last: e.body.amount }; }
+})"#;
+    created(&s, "transient", "name=named", q).await;
+    status_becomes(&s, "named", "Completed").await;
+    assert_eq!(state(&s, "named", Some("order-2")).await, json!({"last": 8}));
+    assert_eq!(state(&s, "named", Some("order-1")).await, Value::Null);
+    // Only one-time and transient projections read catalogs; a catalog event that names no stream
+    // faults the projection.
+    let r = create(&s, "continuous", "name=forever", q).await;
+    assert_eq!(
+        (r.status, r.reason.as_str()),
+        (400, "fromStreamCatalog is supported only by one-time and transient projections"),
+        "{r:?}"
+    );
+    let q = "fromStreamCatalog('catalog-2').foreachStream().when({ $any: function (s, e) {} })";
+    created(&s, "onetime", "name=untyped", q).await;
+    let st = status_becomes(&s, "untyped", "Faulted (Enabled)").await;
+    assert!(st["stateReason"].as_str().unwrap().contains("\"Listed\""), "{st}");
+}

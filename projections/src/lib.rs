@@ -1,7 +1,8 @@
 //! Annal's JavaScript projection engine: one query, in its own QuickJS runtime.
 //!
 //! [`Engine::compile`] evaluates a query (the v5 projection API: `options`, the selectors
-//! `fromAll`, `fromStream(s)`, `fromCategory`/`fromCategories`, `fromStreamsMatching`, then
+//! `fromAll`, `fromStream(s)`, `fromCategory`/`fromCategories`, `fromStreamsMatching`,
+//! `fromStreamCatalog`, then
 //! `foreachStream`/`partitionBy`, `when` with `$init`, `$initShared`, `$any`, `$deleted`,
 //! `$created` and named handlers, `transformBy`, `filterBy`, `outputState`, `outputTo`, and the
 //! lower-level `on_event`, `on_any` and `on_raw`, which add to the handlers `when` registers) and
@@ -115,6 +116,14 @@ pub enum Source {
     Categories(Vec<String>),
     /// `fromStreamsMatching(fn)`: every stream, filtered by the query.
     Matching,
+    /// `fromStreamCatalog(stream[, fn])`: the streams the events of a catalog stream name.
+    Catalog {
+        /// The catalog stream.
+        stream: String,
+        /// The query names each catalog event's stream with its function
+        /// ([`Engine::catalog_entry`]); without one, the event is a stream reference.
+        transform: bool,
+    },
 }
 
 /// What a query defines.
@@ -329,6 +338,10 @@ fn definition_of(text_json: &str) -> Result<Definition, JsError> {
         Some("streams") => Source::Streams(list(&v, "streams")),
         Some("categories") => Source::Categories(list(&v, "categories")),
         Some("matching") => Source::Matching,
+        Some("catalog") => Source::Catalog {
+            stream: text(&v, "catalogStream").unwrap_or_default(),
+            transform: flag(&v, "definesCatalogTransform"),
+        },
         other => return Err(JsError::Engine(format!("unknown source {other:?}"))),
     };
     let events = v.get("events").and_then(Json::as_array).map(|_| list(&v, "events"));
@@ -484,6 +497,32 @@ impl Engine {
             self.take_effects(&mut out)?;
         }
         Ok(out)
+    }
+
+    /// The stream catalog event `ev` names, by the function a `fromStreamCatalog` query gave
+    /// (`None`: the function named none). Only for a query whose source is
+    /// [`Source::Catalog`] with `transform`.
+    pub fn catalog_entry(&mut self, ev: &Event<'_>) -> Result<Option<String>, JsError> {
+        if !matches!(self.def.source, Source::Catalog { transform: true, .. }) {
+            return Err(JsError::Engine("the query has no catalog function".into()));
+        }
+        let data = String::from_utf8_lossy(ev.data).into_owned();
+        let meta = String::from_utf8_lossy(ev.metadata).into_owned();
+        let link_meta = String::from_utf8_lossy(ev.link_metadata).into_owned();
+        let (stream, ty, id) = (ev.stream_id.to_owned(), ev.event_type.to_owned(), ev.event_id.to_owned());
+        let (seq, is_json, stamp, pos) = (ev.sequence_number, ev.is_json, ev.timestamp_ms, ev.position);
+        self.call("catalogEntry", move |a| {
+            a.push_arg(stream)?;
+            a.push_arg(seq as f64)?;
+            a.push_arg(ty)?;
+            a.push_arg(data)?;
+            a.push_arg(meta)?;
+            a.push_arg(link_meta)?;
+            a.push_arg(is_json)?;
+            a.push_arg(stamp)?;
+            a.push_arg(id)?;
+            a.push_arg(pos as f64)
+        })
     }
 
     fn pending_partition(&mut self) -> Result<String, JsError> {

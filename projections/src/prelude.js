@@ -38,7 +38,7 @@
 
   // ---- The definition a query builds. ----
   const def = {
-    source: null, streams: [], categories: [], matching: null,
+    source: null, streams: [], categories: [], matching: null, catalog: null, catalogTransform: null,
     byStream: false, partitionBy: null,
     transforms: [], outputState: false, resultStream: null, partitionPattern: null,
     definesStateTransform: false, options: {},
@@ -131,6 +131,15 @@
     setSource("matching");
     def.matching = fn;
     return { when, foreachStream };
+  };
+
+  g.fromStreamCatalog = function (catalog, fn) {
+    if (typeof catalog !== "string" || catalog === "") fail("fromStreamCatalog needs a stream name");
+    if (fn !== undefined && fn !== null) needFn(fn, "fromStreamCatalog's second argument");
+    setSource("catalog");
+    def.catalog = catalog;
+    def.catalogTransform = isFn(fn) ? fn : null;
+    return { foreachStream };
   };
 
   const OPTION_TYPES = {
@@ -368,6 +377,16 @@
     }
     return handle(p, ev);
   };
+  // The stream a catalog event names, by the query's function: null for none.
+  api.catalogEntry = function (streamId, seq, type, bodyRaw, metaRaw, linkMetaRaw, isJson, stamp, eventId, position) {
+    now = stamp;
+    seed = (position % 2147483629) + 1;
+    const ev = makeEvent(streamId, seq, type, bodyRaw, metaRaw, linkMetaRaw, isJson, eventId);
+    const r = def.catalogTransform(ev);
+    // A catalog function only names streams: what it would emit or log is dropped.
+    effects = [];
+    return r === null || r === undefined || r === "" ? null : String(r);
+  };
   api.pendingPartition = function () { return pending === null ? "" : pending.p; };
   api.effects = function () {
     const out = stringify(effects);
@@ -415,7 +434,8 @@
   // Evaluates the query and answers its definition as JSON.
   api.compile = function (source) {
     (0, eval)(source);
-    if (def.source === null) fail("The query defines no source: call fromAll, fromStream, fromStreams, fromCategory or fromStreamsMatching");
+    if (def.source === null) fail("The query defines no source: call fromAll, fromStream, fromStreams, fromCategory, fromStreamsMatching or fromStreamCatalog");
+    if (def.source === "catalog" && !def.byStream) fail("fromStreamCatalog needs foreachStream()");
     const o = def.options;
     biState = o.biState === true || reg.initShared !== null;
     const partitioned = def.byStream || def.partitionBy !== null;
@@ -431,6 +451,7 @@
     const events = allTypes() ? null : Array.from(reg.named.keys());
     return stringify({
       source: def.source, streams: def.streams, categories: def.categories,
+      catalogStream: def.catalog, definesCatalogTransform: def.catalogTransform !== null,
       byStream: def.byStream, byCustomPartitions: def.partitionBy !== null, partitioned: partitioned,
       events: events, biState: biState, producesResults: producesResults,
       definesFold: reg.fold || reg.init !== null || reg.initShared !== null || reg.deleted.length > 0

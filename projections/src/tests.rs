@@ -353,3 +353,39 @@ fn on_functions_check_their_arguments() {
         assert!(err.line().is_some(), "{q}: {err:?}");
     }
 }
+
+#[test]
+fn from_stream_catalog_defines_its_source_and_names_streams() {
+    let q = r#"fromStreamCatalog('$catalog').foreachStream().when({ $any: function (s, e) { return { n: (s.n || 0) + 1 }; } })"#;
+    let e = Engine::compile(q, Limits::default(), false).unwrap();
+    let d = e.definition();
+    assert_eq!(d.source, Source::Catalog { stream: "$catalog".into(), transform: false });
+    assert!(d.by_stream);
+
+    let q = r#"
+        fromStreamCatalog('lists', function (e) { log('dropped'); return e.body.stream === 'skip' ? null : 'orders-' + e.body.stream; })
+            .foreachStream().when({ $any: function (s, e) { } })"#;
+    let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+    assert_eq!(e.definition().source, Source::Catalog { stream: "lists".into(), transform: true });
+    assert_eq!(
+        e.catalog_entry(&ev("lists", 0, "Add", r#"{"stream":"a"}"#, 1)).unwrap(),
+        Some("orders-a".into())
+    );
+    assert_eq!(e.catalog_entry(&ev("lists", 1, "Add", r#"{"stream":"skip"}"#, 2)).unwrap(), None);
+    // What the function logs is not taken with the next event's effects.
+    let o = e.process(&ev("orders-a", 0, "X", "{}", 3), &mut none).unwrap();
+    assert!(o.logs.is_empty(), "{o:?}");
+
+    for (q, says) in [
+        ("fromStreamCatalog('c').when({})", "not a function"),
+        ("fromStreamCatalog('c')", "fromStreamCatalog needs foreachStream()"),
+        ("fromStreamCatalog('').foreachStream()", "fromStreamCatalog needs a stream name"),
+        ("fromStreamCatalog('c', 5).foreachStream()", "needs a function"),
+    ] {
+        let Err(err) = Engine::compile(q, Limits::default(), false) else { panic!("{q} compiles") };
+        assert!(err.to_string().contains(says), "{q}: {err}");
+    }
+    // A catalog without a function has no catalog entry point.
+    let mut e = Engine::compile("fromStreamCatalog('c').foreachStream()", Limits::default(), false).unwrap();
+    assert!(e.catalog_entry(&ev("c", 0, "$@", "a", 1)).is_err());
+}

@@ -221,7 +221,14 @@ pub fn query(p: &Projections, req: &Req, name: &str) -> Reply {
                 Source::All | Source::Matching => (true, Vec::new(), Vec::new()),
                 Source::Categories(c) => (false, c.clone(), Vec::new()),
                 Source::Streams(s) => (false, Vec::new(), s.clone()),
+                Source::Catalog { .. } => (false, Vec::new(), Vec::new()),
             };
+            if let Source::Catalog { stream, transform } = &q.source {
+                definition.insert("catalogStream".into(), json!(stream));
+                if *transform {
+                    options.insert("definesCatalogTransform".into(), json!(true));
+                }
+            }
             let members = [
                 ("allEvents", json!(q.events.is_none())),
                 ("allStreams", json!(all_streams)),

@@ -27,12 +27,17 @@
 //! category (the text before the first `-`) is named. Links (`$>`) are resolved to their target
 //! unless the query sets `$includeLinks`; with it they reach the query as they are (under
 //! `fromAll` they are passed over otherwise). A stream's deletion reaches a `$deleted` handler.
+//! `fromStreamCatalog` (one-time and transient projections only, with `foreachStream`) sees the
+//! events of the streams its catalog stream names ([`read_catalog`], read when the run starts,
+//! as far as the log reached then), taken from the one log like every other source: in log
+//! order, so each stream's events in order, the streams interleaved as they were written.
 //!
 //! Invariant: the engine's states always correspond to everything processed up to the batch the
 //! service last handed it; the service takes a snapshot only between batches.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use annal_js::{Engine, JsError, Limits, Outcome, Source};
 use serde_json::Value;
@@ -58,6 +63,13 @@ pub const PARTITION_NAME_MAX: usize = 1024;
 pub const STREAM_TRACKED_TYPE: &str = "$StreamTracked";
 /// Tracked stream names a projection remembers at most.
 pub const TRACKED_STREAMS_MAX: usize = 65_536;
+/// Streams a `fromStreamCatalog` catalog may name (more faults the projection).
+pub const CATALOG_STREAMS_MAX: usize = 100_000;
+/// Catalog events read at once.
+const CATALOG_PAGE: usize = 1024;
+/// The reason a continuous projection cannot read a catalog.
+pub const CATALOG_NEEDS_QUERY_MODE: &str =
+    "fromStreamCatalog is supported only by one-time and transient projections";
 /// Metadata keys of the tag, which a query's own metadata cannot set.
 const TAG_KEYS: [&str; 4] = ["$v", "$c", "$p", "$causedBy"];
 
@@ -169,6 +181,8 @@ pub struct Selector {
     /// The query has a `$deleted` handler (deletions are the caller's to recognise).
     pub handles_deleted: bool,
     category: CategoryRule,
+    /// The streams a catalog source names (none until [`Selector::with_catalog`]).
+    catalog: Option<Arc<HashSet<String>>>,
 }
 
 /// What a record is to a query.
@@ -191,12 +205,26 @@ impl Selector {
             include_links: def.include_links,
             handles_deleted: def.handles_deleted,
             category,
+            catalog: None,
         }
+    }
+
+    /// The selection with the streams a catalog source names.
+    pub fn with_catalog(mut self, catalog: Option<Arc<HashSet<String>>>) -> Selector {
+        self.catalog = catalog;
+        self
     }
 
     /// The selection of `source` with the default category rule.
     pub fn new(source: Source, events: Option<Vec<String>>, include_links: bool) -> Selector {
-        Selector { source, events, include_links, handles_deleted: false, category: CategoryRule::default() }
+        Selector {
+            source,
+            events,
+            include_links,
+            handles_deleted: false,
+            category: CategoryRule::default(),
+            catalog: None,
+        }
     }
 
     /// Whether the source reads `stream`'s events.
@@ -205,6 +233,7 @@ impl Selector {
             Source::All | Source::Matching => !stream.starts_with('$'),
             Source::Streams(s) => s.iter().any(|x| x == stream),
             Source::Categories(c) => self.category.category(stream).is_some_and(|k| c.iter().any(|x| x == k)),
+            Source::Catalog { .. } => self.catalog.as_ref().is_some_and(|c| c.contains(stream)),
         }
     }
 
@@ -249,6 +278,8 @@ pub struct JsRunner {
     /// With `trackEmittedStreams`: the streams already in the tracking stream (at most
     /// [`TRACKED_STREAMS_MAX`]; past that it is cleared, and a stream may be tracked twice).
     tracked: Option<HashSet<String>>,
+    /// A `fromStreamCatalog` query's streams ([`JsRunner::set_catalog`]).
+    catalog: Option<Arc<HashSet<String>>>,
 }
 
 impl JsRunner {
@@ -256,6 +287,9 @@ impl JsRunner {
     pub fn new(def: &Definition) -> Result<JsRunner, String> {
         let emit = def.config.emit_enabled && def.mode != Mode::Transient;
         let engine = Engine::compile(&def.query, Limits::default(), emit).map_err(describe)?;
+        if matches!(engine.definition().source, Source::Catalog { .. }) && !def.mode.completes() {
+            return Err(CATALOG_NEEDS_QUERY_MODE.into());
+        }
         let category = CategoryRule::parse(DEFAULT_RULE)?;
         Ok(JsRunner {
             engine,
@@ -267,7 +301,21 @@ impl JsRunner {
             fresh: HashSet::new(),
             keep: HashMap::new(),
             tracked: (def.config.track_emitted_streams && def.config.emit_enabled).then(HashSet::new),
+            catalog: None,
         })
+    }
+
+    /// The catalog stream of a `fromStreamCatalog` query.
+    pub fn catalog_stream(&self) -> Option<&str> {
+        match &self.definition().source {
+            Source::Catalog { stream, .. } => Some(stream),
+            _ => None,
+        }
+    }
+
+    /// Sets the streams a `fromStreamCatalog` query reads ([`read_catalog`]).
+    pub fn set_catalog(&mut self, streams: Vec<String>) {
+        self.catalog = Some(Arc::new(streams.into_iter().collect()));
     }
 
     /// What the query defines.
@@ -308,7 +356,7 @@ impl JsRunner {
     /// targets and stored partitions.
     pub fn handle(&mut self, records: &[Record], store: &Store, now_us: i64) -> Result<Handled, HandleError> {
         let mut out = Handled::default();
-        let selector = Selector::of(self.definition(), self.category);
+        let selector = Selector::of(self.definition(), self.category).with_catalog(self.catalog.clone());
         for r in records {
             let Record::Event(e) = r else { continue };
             if selector.handles_deleted {
@@ -487,6 +535,88 @@ impl JsRunner {
     }
 }
 
+/// The stream a catalog event refers to when the query gives no function, as v5 reads them:
+/// a link (`$>`, data `{n}@{stream}`) names its target's stream; a stream reference (`$@`) and
+/// the old stream-created events (`$stream-created`, `StreamCreated`) name their data. Any other
+/// type is an error (the projection faults).
+pub fn stream_reference(event_type: &str, data: &[u8]) -> Result<String, String> {
+    let text = String::from_utf8_lossy(data);
+    match event_type {
+        LINK_TYPE => match text.split_once('@') {
+            Some((_, stream)) => Ok(stream.to_owned()),
+            None => Err(format!("The catalog link {text:?} names no stream")),
+        },
+        "$@" | "$stream-created" | "StreamCreated" => Ok(text.into_owned()),
+        other => Err(format!("The catalog holds an event of type {other:?}, which names no stream: use $@ or $> events, or give fromStreamCatalog a function")),
+    }
+}
+
+/// The streams `runner`'s catalog names, in the catalog's order without repeats: its events
+/// written before log position `end` (the end of the log when the run started), each named by
+/// the query's function or else read as a stream reference ([`stream_reference`]). An absent or
+/// deleted catalog names none.
+pub fn read_catalog(
+    runner: &mut JsRunner,
+    store: &Store,
+    end: u64,
+    now_us: i64,
+) -> Result<Vec<String>, HandleError> {
+    let Some(catalog) = runner.catalog_stream().map(str::to_owned) else { return Ok(Vec::new()) };
+    let transform = matches!(runner.definition().source, Source::Catalog { transform: true, .. });
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let slice = match store.read_forward(&catalog, from, CATALOG_PAGE, false, now_us) {
+            Ok(s) => s,
+            Err(ReadError::NoStream | ReadError::StreamDeleted | ReadError::InvalidPosition(_)) => {
+                return Ok(out)
+            }
+            Err(ReadError::Storage(e)) => {
+                return Err(HandleError::Storage(format!("cannot read {catalog}: {e}")))
+            }
+        };
+        for r in &slice.events {
+            let e = &r.event;
+            if e.position >= end {
+                return Ok(out);
+            }
+            let named = if transform {
+                let id = uuid::Uuid::from_bytes(e.id).hyphenated().to_string();
+                let ev = annal_js::Event {
+                    stream_id: &e.stream,
+                    sequence_number: e.event_number,
+                    event_type: &e.event_type,
+                    data: &e.data,
+                    metadata: &e.metadata,
+                    link_metadata: &[],
+                    is_json: e.is_json,
+                    timestamp_ms: (e.timestamp_us / 1000) as f64,
+                    event_id: &id,
+                    position: e.position,
+                    deleted: None,
+                };
+                runner.engine.catalog_entry(&ev).map_err(|x| HandleError::Query(describe(x)))?
+            } else {
+                Some(stream_reference(&e.event_type, &e.data).map_err(HandleError::Query)?)
+            };
+            let Some(stream) = named.filter(|s| !s.is_empty()) else { continue };
+            if seen.insert(stream.clone()) {
+                if out.len() >= CATALOG_STREAMS_MAX {
+                    return Err(HandleError::Query(format!(
+                        "The catalog {catalog} names more than {CATALOG_STREAMS_MAX} streams"
+                    )));
+                }
+                out.push(stream);
+            }
+        }
+        if slice.is_end_of_stream || slice.events.is_empty() {
+            return Ok(out);
+        }
+        from = slice.next_event_number;
+    }
+}
+
 /// A query's metadata object as members after the tag (the tag's own keys dropped).
 fn metadata_members(meta: Option<&str>) -> String {
     let Some(Ok(Value::Object(m))) = meta.map(serde_json::from_str::<Value>) else { return String::new() };
@@ -582,4 +712,32 @@ pub fn read_partition_checkpoint(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_events_name_streams_as_v5_reads_them() {
+        assert_eq!(stream_reference("$@", b"order-1").unwrap(), "order-1");
+        assert_eq!(stream_reference("$>", b"12@order-2").unwrap(), "order-2");
+        assert_eq!(stream_reference("$>", b"0@a@b").unwrap(), "a@b", "the first @ splits");
+        assert_eq!(stream_reference("$stream-created", b"s").unwrap(), "s");
+        assert_eq!(stream_reference("StreamCreated", b"s").unwrap(), "s");
+        assert!(stream_reference("$>", b"no-at").unwrap_err().contains("names no stream"));
+        assert!(stream_reference("Listed", b"{}").unwrap_err().contains("\"Listed\""));
+    }
+
+    #[test]
+    fn a_catalog_selects_only_the_streams_it_names() {
+        let q = "fromStreamCatalog('c').foreachStream().when({ $any: function (s, e) {} })";
+        let def = check(q).unwrap();
+        let sel = Selector::of(&def, CategoryRule::default());
+        assert!(!sel.selects("a"), "nothing before the catalog is read");
+        let names: HashSet<String> = ["a".to_string(), "$b".to_string()].into();
+        let sel = sel.with_catalog(Some(Arc::new(names)));
+        assert!(sel.selects("a") && sel.selects("$b"));
+        assert!(!sel.selects("c") && !sel.selects("ab"));
+    }
 }

@@ -667,7 +667,9 @@ impl Projections {
                 }
             }
             Kind::Js => {
-                query_definition = Some(js::check(query).map_err(ProjError::Invalid)?);
+                let checked = js::check(query).map_err(ProjError::Invalid)?;
+                check_mode(&checked, def.mode)?;
+                query_definition = Some(checked);
                 if let Some(emit) = emit {
                     def.config.emit_enabled = emit;
                     def.config.track_emitted_streams &= emit;
@@ -704,6 +706,7 @@ impl Projections {
             return Err(ProjError::Conflict(format!("Duplicate projection names : {}", c.name)));
         }
         let query_definition = js::check(&c.query).map_err(ProjError::Invalid)?;
+        check_mode(&query_definition, c.mode)?;
         let mut def = Definition::new_js(&c.name, -1, &c.query, c.mode, c.run_as);
         def.enabled = c.enabled;
         def.config.emit_enabled = c.emit && c.mode != Mode::Transient;
@@ -1124,6 +1127,8 @@ impl Projections {
             Ok(_) => None,
             Err(e) => return self.storage_failed(&name, id, format!("cannot read the checkpoint: {e}")),
         };
+        // A one-time or transient projection ends where the log ended when it started.
+        let end_at = def.mode.completes().then(|| self.store.log().committed());
         if let Handler::Js(r) = &handler {
             let restored = lock(r).restore(from.as_ref().map(|(p, d)| (*p, &d[..])));
             if let Err(e) = restored {
@@ -1144,14 +1149,31 @@ impl Projections {
                 }
             }
         }
+        if let (Handler::Js(r), Some(end)) = (&handler, end_at) {
+            if lock(r).catalog_stream().is_some() {
+                let (store, runner, now) = (self.store.clone(), r.clone(), self.env.clock.wall_micros());
+                let read = self
+                    .env
+                    .blocking(move || {
+                        let mut runner = lock(&runner);
+                        let streams = js::read_catalog(&mut runner, &store, end, now)?;
+                        runner.set_catalog(streams);
+                        Ok::<(), js::HandleError>(())
+                    })
+                    .await;
+                match read {
+                    Ok(()) => {}
+                    Err(js::HandleError::Query(e)) => return self.fault(&name, id, e),
+                    Err(js::HandleError::Storage(e)) => return self.storage_failed(&name, id, e),
+                }
+            }
+        }
         let from = from.map(|(p, _)| p);
         let start = from.unwrap_or(0);
         self.report(&name, id, |e| {
             e.position = Some(start);
             e.last_checkpoint = from;
         });
-        // A one-time or transient projection ends where the log ended when it started.
-        let end_at = def.mode.completes().then(|| self.store.log().committed());
         let mut completed = false;
         let mut follow = self.store.follow(start);
         let mut progress = Progress::new(def.config.thresholds(), start, self.env.clock.monotonic());
@@ -1547,6 +1569,14 @@ fn load_definition(store: &Store, name: &str, id: i64) -> Result<Option<(Definit
 }
 
 /// The names a stream's events hold (a projection's partition catalog or tracked streams).
+/// Whether a query may run in `mode`: a `fromStreamCatalog` query only completes.
+fn check_mode(q: &annal_js::Definition, mode: Mode) -> Result<(), ProjError> {
+    if matches!(q.source, annal_js::Source::Catalog { .. }) && !mode.completes() {
+        return Err(ProjError::Invalid(js::CATALOG_NEEDS_QUERY_MODE.into()));
+    }
+    Ok(())
+}
+
 fn read_names(store: &Store, stream: &str) -> Result<Vec<String>, StorageError> {
     let mut out = Vec::new();
     let mut from = 0;
