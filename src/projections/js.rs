@@ -668,21 +668,9 @@ fn resolve(store: &Store, e: &EventRecord, now_us: i64) -> Result<Option<EventRe
     }
 }
 
-/// The state of `partition` stored for a restart from a root checkpoint at `at`: its newest
-/// checkpoint of `version` at or before `at` (`None`: none).
-pub fn load_partition(
-    store: &Store,
-    name: &str,
-    partition: &str,
-    version: &ProjectionVersion,
-    at: u64,
-    now_us: i64,
-) -> Result<Option<String>, String> {
-    Ok(read_partition_checkpoint(store, name, partition, version, at, now_us)?.map(|(s, _)| s.state))
-}
-
-/// As [`load_partition`], with the checkpoint's tag and whether it is the newest event of its
-/// stream (`false`: a checkpoint past `at` follows it, which a crash or a failed write left
+/// The checkpoint of `partition` stored for a restart from a root checkpoint at `at` (its newest
+/// checkpoint of `version` at or before `at`; `None`: none), with whether it is the newest event
+/// of its stream (`false`: a checkpoint past `at` follows it, which a crash or a failed write left
 /// without its root event).
 pub fn read_partition_checkpoint(
     store: &Store,

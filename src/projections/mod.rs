@@ -880,7 +880,9 @@ impl Projections {
                     });
                 }
                 let at = at.unwrap_or(tag.position).min(tag.position);
-                js::load_partition(&store, &def.name, &p, &version, at, now).map_err(StorageError::Corrupt)
+                js::read_partition_checkpoint(&store, &def.name, &p, &version, at, now)
+                    .map(|found| found.map(|(stored, _)| stored.state))
+                    .map_err(StorageError::Corrupt)
             })
             .await?;
         Ok(found)
