@@ -462,27 +462,14 @@ impl Engine {
         ev: &Event<'_>,
         load: &mut dyn FnMut(&str) -> Option<String>,
     ) -> Result<Outcome, JsError> {
-        let data = String::from_utf8_lossy(ev.data).into_owned();
-        let meta = String::from_utf8_lossy(ev.metadata).into_owned();
-        let link_meta = String::from_utf8_lossy(ev.link_metadata).into_owned();
         let deleted = match ev.deleted {
             None => 0,
             Some(false) => 1,
             Some(true) => 2,
         };
-        let (stream, ty, id) = (ev.stream_id.to_owned(), ev.event_type.to_owned(), ev.event_id.to_owned());
-        let (seq, is_json, stamp, pos) = (ev.sequence_number, ev.is_json, ev.timestamp_ms, ev.position);
+        let fields = EventArgs::of(ev);
         let mut code: i32 = self.call("process", move |a| {
-            a.push_arg(stream)?;
-            a.push_arg(seq as f64)?;
-            a.push_arg(ty)?;
-            a.push_arg(data)?;
-            a.push_arg(meta)?;
-            a.push_arg(link_meta)?;
-            a.push_arg(is_json)?;
-            a.push_arg(stamp)?;
-            a.push_arg(id)?;
-            a.push_arg(pos as f64)?;
+            fields.push(a)?;
             a.push_arg(deleted)
         })?;
         let mut out = Outcome::default();
@@ -506,23 +493,8 @@ impl Engine {
         if !matches!(self.def.source, Source::Catalog { transform: true, .. }) {
             return Err(JsError::Engine("the query has no catalog function".into()));
         }
-        let data = String::from_utf8_lossy(ev.data).into_owned();
-        let meta = String::from_utf8_lossy(ev.metadata).into_owned();
-        let link_meta = String::from_utf8_lossy(ev.link_metadata).into_owned();
-        let (stream, ty, id) = (ev.stream_id.to_owned(), ev.event_type.to_owned(), ev.event_id.to_owned());
-        let (seq, is_json, stamp, pos) = (ev.sequence_number, ev.is_json, ev.timestamp_ms, ev.position);
-        self.call("catalogEntry", move |a| {
-            a.push_arg(stream)?;
-            a.push_arg(seq as f64)?;
-            a.push_arg(ty)?;
-            a.push_arg(data)?;
-            a.push_arg(meta)?;
-            a.push_arg(link_meta)?;
-            a.push_arg(is_json)?;
-            a.push_arg(stamp)?;
-            a.push_arg(id)?;
-            a.push_arg(pos as f64)
-        })
+        let fields = EventArgs::of(ev);
+        self.call("catalogEntry", move |a| fields.push(a))
     }
 
     fn pending_partition(&mut self) -> Result<String, JsError> {
@@ -604,6 +576,50 @@ impl Engine {
     /// Whether an earlier call failed (the engine cannot be used any more).
     pub fn is_spent(&self) -> bool {
         self.spent
+    }
+}
+
+/// An event's fields in the order the prelude's `process` and `catalogEntry` take them.
+struct EventArgs {
+    stream: String,
+    seq: f64,
+    ty: String,
+    data: String,
+    meta: String,
+    link_meta: String,
+    is_json: bool,
+    stamp: f64,
+    id: String,
+    pos: f64,
+}
+
+impl EventArgs {
+    fn of(ev: &Event<'_>) -> EventArgs {
+        EventArgs {
+            stream: ev.stream_id.to_owned(),
+            seq: ev.sequence_number as f64,
+            ty: ev.event_type.to_owned(),
+            data: String::from_utf8_lossy(ev.data).into_owned(),
+            meta: String::from_utf8_lossy(ev.metadata).into_owned(),
+            link_meta: String::from_utf8_lossy(ev.link_metadata).into_owned(),
+            is_json: ev.is_json,
+            stamp: ev.timestamp_ms,
+            id: ev.event_id.to_owned(),
+            pos: ev.position as f64,
+        }
+    }
+
+    fn push(self, a: &mut Args<'_>) -> rquickjs::Result<()> {
+        a.push_arg(self.stream)?;
+        a.push_arg(self.seq)?;
+        a.push_arg(self.ty)?;
+        a.push_arg(self.data)?;
+        a.push_arg(self.meta)?;
+        a.push_arg(self.link_meta)?;
+        a.push_arg(self.is_json)?;
+        a.push_arg(self.stamp)?;
+        a.push_arg(self.id)?;
+        a.push_arg(self.pos)
     }
 }
 
