@@ -588,11 +588,8 @@ impl Projections {
     /// is not one.
     pub fn access(&self, name: &str) -> Result<View, ProjError> {
         self.check_running()?;
-        let now = self.env.clock.monotonic();
-        let mut inner = lock(&self.inner);
-        let e = inner.projections.get_mut(name).ok_or(ProjError::NotFound)?;
-        e.last_access = now;
-        Ok(self.view_of(e))
+        self.touch(name);
+        self.get(name)
     }
 
     /// Notes an access to `name` (see [`expiry`]).
@@ -828,11 +825,10 @@ impl Projections {
         result: bool,
     ) -> Result<Option<String>, ProjError> {
         self.check_running()?;
-        let now = self.env.clock.monotonic();
+        self.touch(name);
         let (def, js_runner, at) = {
-            let mut inner = lock(&self.inner);
-            let e = inner.projections.get_mut(name).ok_or(ProjError::NotFound)?;
-            e.last_access = now;
+            let inner = lock(&self.inner);
+            let e = inner.projections.get(name).ok_or(ProjError::NotFound)?;
             (e.def.clone(), e.js.clone(), e.last_checkpoint)
         };
         if def.system().is_some() {
