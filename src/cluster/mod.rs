@@ -11,6 +11,7 @@
 //! A single node (cluster size 1, not a replica) runs none of this: it is its own leader.
 
 pub mod core;
+pub mod replica;
 pub mod shell;
 pub mod wire;
 

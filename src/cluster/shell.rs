@@ -6,14 +6,20 @@
 //! what others send and keeps one outgoing connection per member, reconnecting after
 //! [`RECONNECT_DELAY`].
 //!
+//! A follower's writes of the leader's records go to the [`replica`](super::replica) pipeline,
+//! which reports the durable end back; the driver goes on taking messages meanwhile.
+//!
 //! Invariants: an effect's disk work completes before the next effect runs (a vote leaves only
-//! after `proposal.chk` holds it); a frame that fails its checks drops the connection that
-//! carried it and reaches the core never; a full outgoing queue drops messages (the protocol
-//! recovers from loss), it never blocks the driver.
+//! after `proposal.chk` holds it), a follower's writes aside: they complete, and their durable
+//! end reaches the core, before any other effect that touches the log and before the core reads
+//! a subscription's answer (where the leader's log and this one part), so the core decides it
+//! knowing its log's exact end and no stale report follows a truncation; a frame that fails its
+//! checks drops the connection that carried it and reaches the core never; a full outgoing queue
+//! drops messages (the protocol recovers from loss), it never blocks the driver.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,12 +27,13 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::core::{
-    ChunkPart, Core, Effect, Envelope, Epoch, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
+    ChunkPart, Core, Effect, Envelope, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
 };
+use super::replica::{epoch_of, Replica};
 use super::wire;
 use crate::config::ClusterConfig;
 use crate::env::Env;
-use crate::log::record::{EpochRecord, Record};
+use crate::log::record::Record;
 use crate::store::Store;
 
 /// Between reconnection attempts to a member.
@@ -35,8 +42,6 @@ pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub const OUTGOING_FRAMES: usize = 4096;
 /// Bytes of records per [`Msg::Append`].
 pub const SHIP_BATCH_BYTES: usize = 512 << 10;
-/// Bytes of a leader's records a follower stages before it flushes, even with more waiting.
-pub const STAGED_BYTES_MAX: usize = 1 << 20;
 /// The core's clock resolution.
 const TICK: Duration = Duration::from_millis(20);
 
@@ -78,10 +83,8 @@ pub struct Cluster {
     /// Where committed records are published ([`Effect::Commit`]), one release after another
     /// in the order the core decided them.
     release_lane: Box<dyn crate::env::Lane>,
-}
-
-fn epoch_of(e: &EpochRecord) -> Epoch {
-    Epoch { number: e.epoch_number.max(0) as u64, id: e.epoch_id, position: e.log_position }
+    /// A follower's writes of the leader's records.
+    replica: Arc<Replica>,
 }
 
 /// [`Input::EpochGaps`] of the epoch records at `positions`: those whose chunk starts after padding.
@@ -165,7 +168,8 @@ impl Cluster {
             debug_assert!(effects.is_empty(), "telling the epoch gaps has no effect");
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let cluster = Arc::new(Cluster {
+        let replica_store = store.clone();
+        let cluster = Arc::new_cyclic(|me: &Weak<Cluster>| Cluster {
             status: Mutex::new(Status {
                 state: core.state(),
                 leader_http: None,
@@ -183,6 +187,18 @@ impl Cluster {
             mastered: crate::env::Watermark::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             release_lane: env.rt.lane("annal-release"),
+            replica: {
+                let me = me.clone();
+                Replica::new(
+                    &env,
+                    replica_store,
+                    Box::new(move |why| {
+                        if let Some(me) = me.upgrade() {
+                            me.fatal(why)
+                        }
+                    }),
+                )
+            },
         });
         env.rt.spawn(Box::pin(cluster.clone().accept(listener)));
         env.rt.spawn(Box::pin(cluster.clone().ticks()));
@@ -362,27 +378,40 @@ impl Cluster {
     async fn drive(self: Arc<Self>, mut core: Core, mut rx: mpsc::UnboundedReceiver<Input>) {
         let mut was = core.state();
         let mut pending: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
-        let mut staged = Staged::default();
         loop {
+            if self.is_stopped() {
+                return;
+            }
             let input = match pending.pop_front() {
                 Some(i) => i,
-                None => match rx.try_recv() {
-                    Ok(i) => i,
-                    Err(_) if staged.bytes > 0 => {
-                        // Nothing more is waiting: make what was staged durable, in one flush.
-                        if let Some(next) = self.flush_staged(&mut staged).await {
-                            queue(&self.store, &mut pending, next);
-                        }
+                None => match self.replica.take_report() {
+                    Some(report) => {
+                        queue(&self.store, &mut pending, report);
                         continue;
                     }
-                    Err(_) => match rx.recv().await {
-                        Some(i) => i,
-                        None => return,
+                    None => match rx.try_recv() {
+                        Ok(i) => i,
+                        Err(_) => tokio::select! {
+                            biased;
+                            () = self.replica.ready() => continue,
+                            i = rx.recv() => match i {
+                                Some(i) => i,
+                                None => return,
+                            },
+                        },
                     },
                 },
             };
             if self.is_stopped() {
                 return;
+            }
+            // Where the leader's log and this one part is decided knowing this log's exact end.
+            if matches!(&input, Input::Message(Envelope { msg: Msg::Subscribed { .. }, .. }))
+                && self.settle(&mut pending, None).await
+            {
+                // The durable end of the writes in flight reaches the core first.
+                pending.push_back(input);
+                continue;
             }
             let effects = core.step(input);
             for e in effects {
@@ -390,27 +419,22 @@ impl Cluster {
                     // Nothing that depends on a failed write may leave.
                     return;
                 }
-                let next = match e {
-                    // A follower's writes are staged while more messages wait, then flushed
-                    // together (bounded): one set of syncs for many shipments.
-                    Effect::Write { from, end, data, part: None } => {
-                        self.stage(&mut staged, from, end, data).await;
-                        if staged.bytes >= STAGED_BYTES_MAX {
-                            self.flush_staged(&mut staged).await
-                        } else {
-                            None
-                        }
+                match &e {
+                    // A follower's write joins the pipeline; a send or a release does not touch
+                    // the log's end (a follower publishes only what its core knows is durable).
+                    Effect::Send(..) | Effect::Refused(_) | Effect::Commit { .. } => {}
+                    Effect::Write { part: None, .. } => {}
+                    Effect::Truncate { to } => {
+                        self.settle(&mut pending, Some(*to)).await;
                     }
-                    e => {
-                        if staged.bytes > 0 && !matches!(e, Effect::Send(..) | Effect::Refused(_)) {
-                            if let Some(n) = self.flush_staged(&mut staged).await {
-                                queue(&self.store, &mut pending, n);
-                            }
-                        }
-                        self.carry_out(&core, e).await
+                    _ => {
+                        self.settle(&mut pending, None).await;
                     }
-                };
-                if let Some(next) = next {
+                }
+                if self.is_stopped() {
+                    return;
+                }
+                if let Some(next) = self.carry_out(&core, e).await {
                     queue(&self.store, &mut pending, next);
                 }
             }
@@ -501,10 +525,9 @@ impl Cluster {
                 }
                 None
             }
-            Effect::Write { from, end, data, part: None } => {
-                let mut staged = Staged::default();
-                self.stage(&mut staged, from, end, data).await;
-                self.flush_staged(&mut staged).await
+            Effect::Write { end, data, part: None, .. } => {
+                self.replica.push(data, end);
+                None
             }
             Effect::Write { from, end, data, part: Some(p) } => {
                 let store = self.store.clone();
@@ -602,37 +625,19 @@ impl Cluster {
         }
     }
 
-    /// Stages a leader's records (a follower's write) without making them durable yet.
-    async fn stage(&self, staged: &mut Staged, from: u64, end: u64, data: Bytes) {
-        if staged.failed {
-            return;
-        }
-        staged.bytes += data.len().max(1);
-        let store = self.store.clone();
-        match self.env.blocking(move || store.stage_replicated(&data, end)).await {
-            Ok(epochs) => staged.epochs.extend(epochs.iter().map(epoch_of)),
-            Err(e) => {
-                tracing::error!(from, end, error = %e, "writing the leader's records failed");
-                staged.failed = true;
-                self.fatal(format!("cannot write the leader's records: {e}"));
+    /// Waits for the follower's writes in flight to be durable and queues their report for the
+    /// core; returns whether it queued one. Before a truncation to `truncating`, a report past
+    /// it is dropped: it names records the truncation removes (none can be there: the core
+    /// learnt its exact end before it read the answer that truncates).
+    async fn settle(&self, pending: &mut std::collections::VecDeque<Input>, truncating: Option<u64>) -> bool {
+        self.replica.settle().await;
+        match self.replica.take_report() {
+            Some(Input::Durable { end, .. }) if truncating.is_some_and(|to| end > to) => false,
+            Some(report) => {
+                queue(&self.store, pending, report);
+                true
             }
-        }
-    }
-
-    /// Makes the staged records durable; returns the [`Input::Durable`] to report.
-    async fn flush_staged(&self, staged: &mut Staged) -> Option<Input> {
-        let s = std::mem::take(staged);
-        if s.failed || s.bytes == 0 {
-            return None;
-        }
-        let store = self.store.clone();
-        let last = s.epochs.last().map(|e| e.position);
-        match self.env.blocking(move || store.flush_replicated(last)).await {
-            Ok(end) => Some(Input::Durable { end, epochs: s.epochs }),
-            Err(e) => {
-                self.fatal(format!("cannot make the leader's records durable: {e}"));
-                None
-            }
+            None => false,
         }
     }
 
@@ -654,14 +659,6 @@ impl Cluster {
     fn is_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::Acquire)
     }
-}
-
-/// A follower's writes staged and not yet durable.
-#[derive(Default)]
-struct Staged {
-    bytes: usize,
-    epochs: Vec<Epoch>,
-    failed: bool,
 }
 
 /// What one [`Effect::Ship`] sends: pieces (records back to back, the chunk piece they are if

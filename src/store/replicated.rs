@@ -14,10 +14,12 @@
 //! committed or truncated later; when leadership is lost, everything waiting is answered the same
 //! way.
 //!
-//! On a follower, the leader's records are written at the leader's positions and flushed
-//! ([`Store::replicate`]), a divergent tail is dropped ([`Store::truncate_tail`]), and records
-//! are published once the leader says they are committed ([`Store::release`]), never splitting
-//! an atomic write.
+//! On a follower, the leader's records are written at the leader's positions and made durable
+//! in two steps, the second of which may run beside the first of the next records
+//! ([`Store::stage_replicated`] and [`Store::sync_replicated`], then
+//! [`Store::checkpoint_replicated`]); a divergent tail is dropped ([`Store::truncate_tail`]),
+//! and records are published once the leader says they are committed ([`Store::release`]),
+//! never splitting an atomic write.
 //!
 //! Invariants: publishing happens in log order and only up to a position the cluster committed
 //! and this node holds durably; an answer to a replicated write is a success only after its
@@ -183,15 +185,6 @@ impl Store {
         Ok((EpochRecord { log_position: pos, ..rec }, end))
     }
 
-    /// Writes a leader's records (whole frames, each at the position it names) and makes them
-    /// durable ([`Store::stage_replicated`] then [`Store::flush_replicated`]). Returns the durable
-    /// end and the epoch records written.
-    pub fn replicate(&self, frames: &[u8], end: u64) -> Result<(u64, Vec<EpochRecord>), StorageError> {
-        let epochs = self.stage_replicated(frames, end)?;
-        let durable = self.flush_replicated(epochs.last().map(|e| e.log_position))?;
-        Ok((durable, epochs))
-    }
-
     /// Stages a leader's records (whole frames, each at the position it names; nothing durable
     /// yet). When the leader's shipment ends at the start of the next chunk (`end`), the leader
     /// completed the current chunk after these records: so does this log. Returns the epoch
@@ -217,16 +210,24 @@ impl Store {
         Ok(epochs)
     }
 
-    /// Makes every staged record of the leader's durable and points `epoch.chk` at
-    /// `last_epoch` (the newest epoch record among them, if any). Returns the durable end.
-    pub fn flush_replicated(&self, last_epoch: Option<u64>) -> Result<u64, StorageError> {
-        let end = lock(&self.writer).flush()?;
+    /// Syncs the data of every staged record of the leader's (the first half of making them
+    /// durable: [`Store::checkpoint_replicated`] is the second) and returns its end.
+    pub fn sync_replicated(&self) -> Result<u64, StorageError> {
+        Ok(lock(&self.writer).flush_data()?)
+    }
+
+    /// Moves `writer.chk` to `end`, which [`Store::sync_replicated`] returned, then points
+    /// `epoch.chk` at `last_epoch` (the newest epoch record below `end`, if any). Runs beside the
+    /// staging and syncing of the next records. Returns the durable end. It does not raise the
+    /// durable watermark: a follower's shell reports its durable end to its core itself, in
+    /// order with its truncations.
+    pub fn checkpoint_replicated(&self, end: u64, last_epoch: Option<u64>) -> Result<u64, StorageError> {
+        let durable = self.log.flush_checkpoint(end)?;
         if let Some(at) = last_epoch {
             let cps = &self.log.checkpoints;
             cps.epoch.write_durable(at as i64).map_err(|e| StorageError::Io(e.to_string()))?;
         }
-        self.durable.raise(end);
-        Ok(end)
+        Ok(durable)
     }
 
     /// Gathers a piece of a whole chunk the leader ships (the records of a chunk it scavenged,
