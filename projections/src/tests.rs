@@ -339,6 +339,13 @@ fn on_raw_sees_the_unparsed_event_first() {
     assert_eq!(e.state("").unwrap().unwrap(), r#"{"last":"{broken","n":2}"#);
 }
 
+/// Compiles `q`, which must be refused with an error that says `says`; returns the error.
+fn refused(q: &str, says: &str) -> JsError {
+    let Err(err) = Engine::compile(q, Limits::default(), false) else { panic!("{q} compiles") };
+    assert!(err.to_string().contains(says), "{q}: {err}");
+    err
+}
+
 #[test]
 fn on_functions_check_their_arguments() {
     for (q, says) in [
@@ -348,8 +355,7 @@ fn on_functions_check_their_arguments() {
         ("fromAll(); on_any('x');", "on_any needs a function"),
         ("fromAll();\non_raw();", "on_raw needs a function"),
     ] {
-        let Err(err) = Engine::compile(q, Limits::default(), false) else { panic!("{q} compiles") };
-        assert!(err.to_string().contains(says), "{q}: {err}");
+        let err = refused(q, says);
         assert!(err.line().is_some(), "{q}: {err:?}");
     }
 }
@@ -382,8 +388,7 @@ fn from_stream_catalog_defines_its_source_and_names_streams() {
         ("fromStreamCatalog('').foreachStream()", "fromStreamCatalog needs a stream name"),
         ("fromStreamCatalog('c', 5).foreachStream()", "needs a function"),
     ] {
-        let Err(err) = Engine::compile(q, Limits::default(), false) else { panic!("{q} compiles") };
-        assert!(err.to_string().contains(says), "{q}: {err}");
+        refused(q, says);
     }
     // A catalog without a function has no catalog entry point.
     let mut e = Engine::compile("fromStreamCatalog('c').foreachStream()", Limits::default(), false).unwrap();
