@@ -109,3 +109,45 @@ async fn losing_leadership_answers_waiting_writes_with_a_commit_timeout() {
     assert_eq!(store.append_async("t", ANY, vec![ev(4)]).await, Err(WriteError::NotLeader));
     assert_eq!(last(&store, "t"), -1, "nothing was published");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_retry_in_the_same_group_as_its_original_is_idempotent_with_an_expected_version() {
+    // Found by the simulator (corpus: seed 137, a cluster of three): while the pipeline was full,
+    // a write forwarded by a follower and the client's retry of it waited in the leader's queue
+    // and went out in one group; the retry, with the same expected version, was refused as a
+    // wrong version.
+    let store = leader();
+    let mut fill = Vec::new();
+    for i in 0..8u8 {
+        let s = store.clone();
+        fill.push(tokio::spawn(async move { s.append_async(&format!("f{i}"), -1, vec![ev(100 + i)]).await }));
+        tokio::task::yield_now().await;
+    }
+    let op = |expected: i64, i: u8| annal::store::WriteOp::Append {
+        stream: "g".into(),
+        expected,
+        events: vec![ev(i), ev(i + 1)],
+    };
+    let s = store.clone();
+    let all =
+        tokio::spawn(async move { s.write_all_async(vec![op(-1, 7), op(-1, 7), op(1, 9), op(1, 9)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!all.is_finished(), "the writes wait behind the full pipeline");
+    // Quorums come: the waiting groups leave, and the queued writes follow.
+    for _ in 0..20 {
+        store.release(store.log().durable()).unwrap();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let r = all.await.unwrap();
+    let numbers: Vec<(i64, i64)> =
+        r.iter().map(|r| r.as_ref().map(|w| (w.first_event_number, w.last_event_number)).unwrap()).collect();
+    assert_eq!(numbers, vec![(0, 1), (0, 1), (2, 3), (2, 3)]);
+    assert_eq!(last(&store, "g"), 3, "no duplicate");
+    for f in fill {
+        f.await.unwrap().unwrap();
+    }
+}

@@ -37,6 +37,21 @@ struct GroupFacts<'s> {
     group_recent: &'s [([u8; 16], Arc<str>, i64)],
 }
 
+/// Fills the gaps of `ids` (the ids of events `from ..` of `stream`) from `recent`.
+pub(super) fn fill_ids(
+    recent: &[([u8; 16], Arc<str>, i64)],
+    stream: &str,
+    from: i64,
+    ids: &mut [Option<[u8; 16]>],
+) {
+    for (id, s, n) in recent {
+        let k = n - from;
+        if **s == *stream && k >= 0 && (k as usize) < ids.len() && ids[k as usize].is_none() {
+            ids[k as usize] = Some(*id);
+        }
+    }
+}
+
 impl engine::Facts for GroupFacts<'_> {
     fn state(&mut self, name: &str) -> Result<StreamState, StorageError> {
         // The plan keeps what it fetched and the overlay takes the plan's states afterwards.
@@ -56,10 +71,21 @@ impl engine::Facts for GroupFacts<'_> {
         from: i64,
         count: usize,
     ) -> Result<Vec<Option<[u8; 16]>>, StorageError> {
-        let mut ids = self.store.ids_at(stream, from, count)?;
+        // Events this group's earlier operations wrote (a retry in the same group as its
+        // original), then those of groups still waiting (checkpoint flush, quorum), which are
+        // not indexed yet. Waiting groups are looked at before the index: a group released
+        // meanwhile is published before it stops waiting, so the index then holds it (looking
+        // in the index first could miss an event both ways).
+        let mut ids = vec![None; count];
+        fill_ids(self.group_recent, stream, from, &mut ids);
+        self.store.awaited_ids(stream, from, &mut ids);
         if ids.iter().any(Option::is_none) {
-            // Events of groups still waiting (checkpoint flush, quorum) are not indexed yet.
-            self.store.awaited_ids(stream, from, &mut ids);
+            let indexed = self.store.ids_at(stream, from, count)?;
+            for (id, found) in ids.iter_mut().zip(indexed) {
+                if id.is_none() {
+                    *id = found;
+                }
+            }
         }
         Ok(ids)
     }
