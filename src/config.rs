@@ -167,6 +167,15 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Threads serving HTTP; 0: one less than the cores (at least 1), so group commits and reads on their own threads keep a core.",
     },
     OptionSpec {
+        name: "BatchScheduling",
+        flag: "batch-scheduling",
+        aliases: &[],
+        group: "Application",
+        kind: Kind::Bool,
+        default: "true",
+        help: "Run the node's threads under the Linux SCHED_BATCH policy: a thread that wakes does not preempt the node's running threads, so a busy machine spends its time on work rather than on context switches (false: the default policy).",
+    },
+    OptionSpec {
         name: "MaxIndexTables",
         flag: "max-index-tables",
         aliases: &[],
@@ -693,6 +702,8 @@ pub struct Config {
     pub max_index_tables: usize,
     /// HTTP worker threads (`0`: one less than the cores, at least 1).
     pub worker_threads: usize,
+    /// Whether the node's threads run under `SCHED_BATCH` ([`crate::env::real::batch_scheduling`]).
+    pub batch_scheduling: bool,
     /// `--stream-existence-filter-size`.
     pub existence_filter_bytes: u64,
     /// `--stream-info-cache-capacity`.
@@ -1177,6 +1188,7 @@ impl Config {
             memtable_max: int("MemTableSize").max(1) as usize,
             max_index_tables: int("MaxIndexTables").max(1) as usize,
             worker_threads: int("WorkerThreads").min(1024) as usize,
+            batch_scheduling: flag("BatchScheduling"),
             existence_filter_bytes: int("StreamExistenceFilterSize").max(8),
             stream_cache_capacity: int("StreamInfoCacheCapacity").max(1) as usize,
             http_ip,

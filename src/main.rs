@@ -40,6 +40,11 @@ fn main() -> ExitCode {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    if config.batch_scheduling {
+        if let Err(e) = annal::env::real::batch_scheduling() {
+            tracing::warn!(error = %e, "cannot run the node's threads under SCHED_BATCH; they keep the default policy");
+        }
+    }
     let rt = match annal::env::real::node_runtime(&config) {
         Ok(rt) => rt,
         Err(e) => {
