@@ -255,6 +255,15 @@ pub fn cluster_mode(args: &Args) {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         visible_ms.extend(probe.join().unwrap_or_default());
         drop(procs);
+        let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+        println!(
+            "# round {}: single node {:.0}/s and {:.0}/s, cluster {:.0}/s and {:.0}/s (16 and 64 connections)",
+            round + 1,
+            last(&single16),
+            last(&single64),
+            last(&cl16),
+            last(&cl64)
+        );
     }
     let (s16, s64, c16, c64) =
         (median(&mut single16), median(&mut single64), median(&mut cl16), median(&mut cl64));

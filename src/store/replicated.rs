@@ -4,7 +4,7 @@
 //! own sync: [`Store::written_watermark`]); the flushed group is not published: it waits in the
 //! [`Gate`] until the cluster says a quorum holds it ([`Store::release`]), the leader counting
 //! itself only once the checkpoint stage ([`pipeline`](super::pipeline)) made it durable here
-//! ([`Store::durable_watermark`]). Up to [`PIPELINE_DEPTH`] groups wait at once:
+//! ([`Store::durable_watermark`]). Up to [`QUORUM_DEPTH`] groups wait at once:
 //! the next group is staged against the states the waiting groups leave (and their event ids,
 //! for idempotent retries), and while any group waits every later group waits too, even one
 //! that writes nothing, so no answer goes out before the writes it depended on are committed
@@ -62,10 +62,15 @@ pub(super) struct Awaiting {
 /// the epoch records seen in it.
 pub(super) type Incoming = (u32, u32, crate::log::ScavengedWriter, Vec<EpochRecord>);
 
-/// Groups that may wait at once in the commit pipeline: for their checkpoint flush (a single
-/// node, [`pipeline`](super::pipeline)) or for their quorum (a cluster's leader). The leader
-/// stages no further group until one leaves.
+/// Groups that may wait at once in a single node's commit pipeline for their checkpoint flush
+/// ([`pipeline`](super::pipeline)). The leader stages no further group until one leaves.
 pub(super) const PIPELINE_DEPTH: usize = 8;
+
+/// Groups that may wait at once for their quorum on a cluster's leader. Each group costs a
+/// shipment to every follower, a sync pair on each and an acknowledgement back, whatever its
+/// size; with two in flight, what arrives meanwhile gathers into the next group instead of
+/// leaving as many small ones (measured: `docs/performance.md`, "Cluster writes").
+pub(super) const QUORUM_DEPTH: usize = 2;
 
 /// Records published per batch when a range of the log is released.
 const RELEASE_BATCH_RECORDS: usize = 16_384;
@@ -78,7 +83,8 @@ impl Store {
 
     /// Whether the pipeline is full: no further group is staged until one is released.
     pub(super) fn pipeline_full(&self) -> bool {
-        lock(&self.gate).awaiting.len() >= PIPELINE_DEPTH
+        let depth = if self.cfg.replicated { QUORUM_DEPTH } else { PIPELINE_DEPTH };
+        lock(&self.gate).awaiting.len() >= depth
     }
 
     /// The state a waiting group left `stream` in (the newest), if any waits with it.
@@ -91,12 +97,7 @@ impl Store {
     pub(super) fn awaited_ids(&self, stream: &str, from: i64, ids: &mut [Option<[u8; 16]>]) {
         let g = lock(&self.gate);
         for a in &g.awaiting {
-            for (id, s, n) in &a.staged.recent {
-                let k = n - from;
-                if **s == *stream && k >= 0 && (k as usize) < ids.len() && ids[k as usize].is_none() {
-                    ids[k as usize] = Some(*id);
-                }
-            }
+            super::stage::fill_ids(&a.staged.recent, stream, from, ids);
         }
     }
 
