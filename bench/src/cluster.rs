@@ -2,7 +2,8 @@
 //! `annal` processes on loopback ports against a single node, on this machine (all nodes share its
 //! cores and its disk). It prints:
 //! - appends/s at 16 and 64 connections (one event per request, own streams, expected versions)
-//!   to the cluster's leader and to a single node, interleaved per round, with the ratio;
+//!   to the cluster's leader and to a single node, interleaved per round, with the ratio, each
+//!   round's figures, and the CPU each append cost the node processes (all three for the cluster);
 //! - how long after an append is acknowledged by the leader a follower serves it (p50/p99),
 //!   measured while the 64-connection load runs;
 //! - failover: `kill -9` of the leader under load, time until a write is acknowledged again, p50
@@ -148,24 +149,47 @@ fn append_one(port: u16, stream: &str) -> Option<u16> {
     call(port, "POST", &format!("/streams/{stream}"), &h, "{\"probe\":1}").map(|(s, _)| s)
 }
 
-fn appends_per_sec(rt: &tokio::runtime::Runtime, addr: SocketAddr, conns: usize, secs: f64) -> f64 {
+/// One measured row: appends/s, and CPU µs per append of the node processes measured (every
+/// process of the single node or of the cluster, from `/proc/<pid>/stat`, over the window).
+#[derive(Clone, Copy, Default)]
+struct Row {
+    per_sec: f64,
+    cpu_us: f64,
+}
+
+/// The PIDs of the running processes among `procs`.
+fn pids<'a>(procs: impl IntoIterator<Item = &'a Proc>) -> Vec<u32> {
+    procs.into_iter().filter_map(|p| p.child.as_ref().map(Child::id)).collect()
+}
+
+fn appends_per_sec(
+    rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    pids: &[u32],
+    conns: usize,
+    secs: f64,
+) -> Row {
     let payload = gen::payload(1024);
     let prefix = format!("cl-{}-{conns}", unique() % 1_000_000);
+    let cpu = || gen::cpu_secs_of(pids);
     let m = rt.block_on(async {
         let ops = append_ops(addr, &prefix, conns, 1, 1, &payload).await?;
         Ok::<_, String>(
-            gen::closed_loop_cpu(ops, Duration::from_secs(1), Duration::from_secs_f64(secs), None).await,
+            gen::closed_loop_cpu(ops, Duration::from_secs(1), Duration::from_secs_f64(secs), Some(&cpu))
+                .await,
         )
     });
     match m {
-        Ok(m) if m.errors == 0 => m.events as f64 / m.secs,
         Ok(m) => {
-            eprintln!("annal-bench: {} errors ({:?})", m.errors, m.first_error);
-            m.events as f64 / m.secs
+            if m.errors > 0 {
+                eprintln!("annal-bench: {} errors ({:?})", m.errors, m.first_error);
+            }
+            let cpu_us = m.server_cpu_secs.map_or(0.0, |c| c * 1e6 / m.events.max(1) as f64);
+            Row { per_sec: m.events as f64 / m.secs, cpu_us }
         }
         Err(e) => {
             eprintln!("annal-bench: {e}");
-            0.0
+            Row::default()
         }
     }
 }
@@ -177,6 +201,11 @@ fn median(v: &mut [f64]) -> f64 {
     } else {
         v[v.len() / 2]
     }
+}
+
+/// The median of one field of `rows`.
+fn median_of(rows: &[Row], field: impl Fn(&Row) -> f64) -> f64 {
+    median(&mut rows.iter().map(field).collect::<Vec<_>>())
 }
 
 /// `annal-bench cluster`.
@@ -194,7 +223,8 @@ pub fn cluster_mode(args: &Args) {
     std::fs::create_dir_all(&root).expect("bench directory");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     println!("# annal-bench cluster: 3 annal processes and 1 single node on this machine ({} cores, one disk), 1 KiB events, durable appends, {secs} s per row, {} round(s)", annal::env::real::cores(), args.rounds);
-    let (mut single16, mut single64, mut cl16, mut cl64) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Rows per round: single node at 16 and 64 connections, then the cluster at 16 and 64.
+    let mut rows: [Vec<Row>; 4] = Default::default();
     let mut visible_ms: Vec<f64> = Vec::new();
     for round in 0..args.rounds {
         let dir = root.join(format!("round{round}"));
@@ -205,15 +235,17 @@ pub fn cluster_mode(args: &Args) {
                 eprintln!("annal-bench: the single node did not start (see {}.log)", s.dir.display());
                 return;
             }
-            single16.push(appends_per_sec(&rt, s.addr(), 16, secs));
-            single64.push(appends_per_sec(&rt, s.addr(), 64, secs));
+            let p = pids([&s]);
+            rows[0].push(appends_per_sec(&rt, s.addr(), &p, 16, secs));
+            rows[1].push(appends_per_sec(&rt, s.addr(), &p, 64, secs));
         }
         let procs = three(&bin, &dir);
         let Some(l) = master(&procs) else {
             eprintln!("annal-bench: no leader (see the logs in {})", dir.display());
             return;
         };
-        cl16.push(appends_per_sec(&rt, procs[l].addr(), 16, secs));
+        let p = pids(&procs);
+        rows[2].push(appends_per_sec(&rt, procs[l].addr(), &p, 16, secs));
         // The 64-connection load, with a probe measuring when a follower serves what the
         // leader acknowledged.
         let follower = procs[(l + 1) % 3].http;
@@ -251,26 +283,29 @@ pub fn cluster_mode(args: &Args) {
                 out
             })
         };
-        cl64.push(appends_per_sec(&rt, procs[l].addr(), 64, secs));
+        rows[3].push(appends_per_sec(&rt, procs[l].addr(), &p, 64, secs));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         visible_ms.extend(probe.join().unwrap_or_default());
         drop(procs);
-        let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+        let r = rows.each_ref().map(|v| v.last().copied().unwrap_or_default());
         println!(
             "# round {}: single node {:.0}/s and {:.0}/s, cluster {:.0}/s and {:.0}/s (16 and 64 connections)",
             round + 1,
-            last(&single16),
-            last(&single64),
-            last(&cl16),
-            last(&cl64)
+            r[0].per_sec,
+            r[1].per_sec,
+            r[2].per_sec,
+            r[3].per_sec
         );
     }
-    let (s16, s64, c16, c64) =
-        (median(&mut single16), median(&mut single64), median(&mut cl16), median(&mut cl64));
+    let [s16, s64, c16, c64] = rows.each_ref().map(|v| median_of(v, |r| r.per_sec));
+    let [cpu_s16, cpu_s64, cpu_c16, cpu_c64] = rows.each_ref().map(|v| median_of(v, |r| r.cpu_us));
     println!("| workload | single node | 3-node cluster (leader) | ratio |");
     println!("|---|---:|---:|---:|");
     println!("| append 1 event, 16 connections | {s16:.0}/s | {c16:.0}/s | {:.2}× |", c16 / s16.max(1.0));
     println!("| append 1 event, 64 connections | {s64:.0}/s | {c64:.0}/s | {:.2}× |", c64 / s64.max(1.0));
+    println!(
+        "# node CPU per append (every node process, /proc, medians): single node {cpu_s16:.0} µs and {cpu_s64:.0} µs, cluster (three processes) {cpu_c16:.0} µs and {cpu_c64:.0} µs (16 and 64 connections)"
+    );
     visible_ms.sort_by(|a, b| a.total_cmp(b));
     let pct = |p: f64| {
         visible_ms
@@ -300,7 +335,7 @@ fn failover(bin: &Path, dir: &Path, trials: usize, rt: &tokio::runtime::Runtime)
             return;
         };
         // Load on the leader for a moment, then the kill.
-        let _ = appends_per_sec(rt, procs[l].addr(), 4, 0.5);
+        let _ = appends_per_sec(rt, procs[l].addr(), &[], 4, 0.5);
         procs[l].kill();
         let killed = Instant::now();
         let others: Vec<u16> = (0..3).filter(|&i| i != l).map(|i| procs[i].http).collect();

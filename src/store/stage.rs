@@ -78,7 +78,9 @@ impl engine::Facts for GroupFacts<'_> {
         // in the index first could miss an event both ways).
         let mut ids = vec![None; count];
         fill_ids(self.group_recent, stream, from, &mut ids);
-        self.store.awaited_ids(stream, from, &mut ids);
+        if ids.iter().any(Option::is_none) {
+            self.store.awaited_ids(stream, from, &mut ids);
+        }
         if ids.iter().any(Option::is_none) {
             let indexed = self.store.ids_at(stream, from, count)?;
             for (id, found) in ids.iter_mut().zip(indexed) {
