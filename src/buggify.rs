@@ -107,11 +107,14 @@ pub enum Bug {
     /// the loaded one again before its next checkpoint (`$maxCount` may then drop the only
     /// checkpoint a restart can use).
     PartitionCheckpointNotKept,
+    /// Recovery of a cluster node's log adopts every whole record synced past `writer.chk`,
+    /// also the first records of an atomic write whose last ones did not reach the disk.
+    AdoptPartialWrite,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 24] = [
+    pub const ALL: [Bug; 25] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -136,6 +139,7 @@ impl Bug {
         Bug::AckAfterFailedCheckpoint,
         Bug::ProjectionReemitsCovered,
         Bug::PartitionCheckpointNotKept,
+        Bug::AdoptPartialWrite,
     ];
 
     /// The switch's command-line name.
@@ -165,6 +169,7 @@ impl Bug {
             Bug::AckAfterFailedCheckpoint => "ack-after-failed-checkpoint",
             Bug::ProjectionReemitsCovered => "projection-reemits-covered",
             Bug::PartitionCheckpointNotKept => "partition-checkpoint-not-kept",
+            Bug::AdoptPartialWrite => "adopt-partial-write",
         }
     }
 

@@ -90,8 +90,7 @@ fn a_log_built_from_append_at_is_byte_identical() {
     }
     leader.append("tail", ANY, (0..5).map(|i| ev(500 + i, 300)).collect()).unwrap();
     assert!(leader.log().committed() > 4 * 8192, "the records span several chunks");
-    let (follower, mut w, _) =
-        Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    let (follower, mut w, _) = Log::open(&env, LogConfig::new("/follower", 8192)).unwrap();
     replicate(leader.log(), &mut w, 5);
     assert_eq!(follower.durable(), leader.log().committed());
     assert_eq!(follower.committed(), leader.log().committed());
@@ -118,7 +117,7 @@ fn misplaced_or_corrupt_records_are_refused_without_poisoning_the_log() {
             .map(|r| r.map(|(rec, f)| (rec.log_position(), f)).unwrap())
             .collect()
     };
-    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    let (log, mut w, _) = Log::open(&env, LogConfig::new("/follower", 8192)).unwrap();
     // Out of order: the second record first.
     let (p1, f1) = &frames[1];
     assert!(matches!(w.append_at(*p1, f1), Err(LogError::Misplaced { .. })));
@@ -143,7 +142,7 @@ fn misplaced_or_corrupt_records_are_refused_without_poisoning_the_log() {
 fn the_durable_end_runs_ahead_of_the_committed_position_until_published() {
     let disk = Arc::new(MemDisk::default());
     let env = env(disk.clone(), 5);
-    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let (log, mut w, _) = Log::open(&env, LogConfig::new("/db", 4096)).unwrap();
     let fill = |n: usize| move |_: u64, b: &mut Vec<u8>| b.resize(b.len() + n, 0x5A);
     w.append(100, fill(100)).unwrap();
     assert_eq!(w.flush().unwrap(), 100);
@@ -178,7 +177,7 @@ fn stage_event(w: &mut LogWriter, n: i64) -> u64 {
 /// A follower log with `n` records of about 1000 bytes durable, of which the first `committed`
 /// are published.
 fn follower_with(env: &Env, n: usize, committed: usize) -> (Arc<Log>, LogWriter, Vec<u64>) {
-    let (log, mut w, _) = Log::open(env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let (log, mut w, _) = Log::open(env, LogConfig::new("/db", 4096)).unwrap();
     let mut ends = Vec::new();
     for i in 0..n {
         stage_event(&mut w, i as i64);
@@ -211,7 +210,7 @@ fn online_truncation_drops_a_durable_uncommitted_tail_across_chunks() {
     drop((log, w));
     // After a power loss the log opens at the truncated and rewritten end.
     disk.crash();
-    let (log, _, report) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let (log, _, report) = Log::open(&env, LogConfig::new("/db", 4096)).unwrap();
     assert_eq!((log.committed(), report.torn_bytes), (ends[3], 0));
     let recs: Vec<Record> = log.scan(0).map(Result::unwrap).collect();
     assert_eq!(recs.len(), 4);
@@ -225,7 +224,7 @@ fn truncation_within_the_writers_chunk_zeroes_the_tail_durably() {
     w.truncate_to(ends[0]).unwrap();
     drop((log, w));
     disk.crash();
-    let (log, _, report) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let (log, _, report) = Log::open(&env, LogConfig::new("/db", 4096)).unwrap();
     assert_eq!(log.committed(), ends[0]);
     assert_eq!(report.torn_bytes, 0, "the dropped records were zeroed and synced, not left as a torn tail");
 }
@@ -240,7 +239,7 @@ fn a_power_loss_right_after_a_truncation_began_leaves_a_consistent_log() {
     w.truncate_to(ends[4]).unwrap();
     drop((log, w));
     disk.crash();
-    let (log, mut w, _) = Log::open(&env, LogConfig { dir: "/db".into(), chunk_size: 4096 }).unwrap();
+    let (log, mut w, _) = Log::open(&env, LogConfig::new("/db", 4096)).unwrap();
     assert_eq!(log.committed(), ends[4]);
     assert!(!disk.exists(Path::new("/db/chunk-000002.000000")));
     stage_event(&mut w, 5);
@@ -343,8 +342,7 @@ fn a_follower_adopts_a_scavenged_chunk_whole_and_goes_on_from_its_end() {
     let disk = Arc::new(MemDisk::default());
     let env = env(disk.clone(), 9);
     let leader = scavenged_leader(&env);
-    let (follower, mut w, _) =
-        Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    let (follower, mut w, _) = Log::open(&env, LogConfig::new("/follower", 8192)).unwrap();
     let mut sw = follower.begin_scavenged(0, 0, 1).unwrap();
     for (p, f) in kept_frames(leader.log(), 0, 8192) {
         sw.push_checked(p, &f).unwrap();
@@ -372,8 +370,7 @@ fn a_chunk_received_whole_survives_a_power_loss_before_the_writer_moved_past_it(
     let leader = scavenged_leader(&env);
     let kept = kept_frames(leader.log(), 0, 8192);
     {
-        let (follower, _w, _) =
-            Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+        let (follower, _w, _) = Log::open(&env, LogConfig::new("/follower", 8192)).unwrap();
         let mut sw = follower.begin_scavenged(0, 0, 1).unwrap();
         for (p, f) in &kept {
             sw.push_checked(*p, f).unwrap();
@@ -382,7 +379,7 @@ fn a_chunk_received_whole_survives_a_power_loss_before_the_writer_moved_past_it(
         sw.finish(&follower).unwrap();
     }
     disk.crash();
-    let (follower, w, _) = Log::open(&env, LogConfig { dir: "/follower".into(), chunk_size: 8192 }).unwrap();
+    let (follower, w, _) = Log::open(&env, LogConfig::new("/follower", 8192)).unwrap();
     assert_eq!(w.position(), 8192, "recovery adopts the complete chunk at the writer's start");
     let ours: Vec<u64> = follower.scan(0).map(|r| r.unwrap().log_position()).collect();
     assert_eq!(ours, kept.iter().map(|(p, _)| *p).collect::<Vec<_>>());

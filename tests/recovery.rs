@@ -176,7 +176,7 @@ fn the_log_alone_makes_what_its_recovery_adopted_durable() {
     // (neither synced) must survive a power loss after the restart built on them.
     use annal::log::{Log, LogConfig};
     let r = rig();
-    let cfg = LogConfig { dir: "/db".into(), chunk_size: 4096 };
+    let cfg = LogConfig::new("/db", 4096);
     let fill = |n: usize| move |_: u64, b: &mut Vec<u8>| b.resize(b.len() + n, 0xA5);
     let (log, mut w, _) = Log::open(&r.env, cfg.clone()).unwrap();
     w.append(4096, fill(4096)).unwrap();
@@ -508,4 +508,151 @@ fn a_commit_counts_its_syncs_and_times_its_phases() {
         chunks_seen = chunks;
     }
     assert!(chunks_seen >= 3, "the appends crossed chunks: {chunks_seen}");
+}
+
+/// A cluster node's log ([`annal::log::LogConfig::adopt_synced_tail`]) of 4 KiB chunks.
+fn adopting_log() -> annal::log::LogConfig {
+    annal::log::LogConfig { adopt_synced_tail: true, ..annal::log::LogConfig::new("/db", 4096) }
+}
+
+/// Stages `n` epoch records (78 bytes each, valid frames at their positions); returns their ends.
+fn stage_epochs(w: &mut annal::log::LogWriter, n: i64) -> Vec<u64> {
+    use annal::log::record::{encode_epoch, EpochRecord};
+    (0..n)
+        .map(|i| {
+            let at = w
+                .append(78, |pos, b| {
+                    encode_epoch(
+                        &EpochRecord {
+                            log_position: pos,
+                            epoch_number: i,
+                            epoch_id: [i as u8; 16],
+                            prev_epoch_position: -1,
+                            timestamp_us: 0,
+                            leader_id: [7; 16],
+                        },
+                        b,
+                    )
+                })
+                .unwrap();
+            at + 78
+        })
+        .collect()
+}
+
+#[test]
+fn a_cluster_log_adopts_the_records_it_synced_past_writer_chk_and_a_single_node_does_not() {
+    use annal::log::{record::Record, Log};
+    for adopt in [true, false] {
+        let r = rig();
+        let cfg = if adopt { adopting_log() } else { annal::log::LogConfig::new("/db", 4096) };
+        let (log, mut w, _) = Log::open(&r.env, cfg.clone()).unwrap();
+        let ends = stage_epochs(&mut w, 5);
+        assert_eq!(log.adopt_synced(ends[4]), 0, "nothing is synced yet");
+        assert_eq!(w.flush_data().unwrap(), 390);
+        assert_eq!(log.adopt_synced(390), if adopt { 390 } else { 0 });
+        assert_eq!(log.checkpoints.writer.read(), 0, "writer.chk stays where it was");
+        drop((log, w));
+        r.mem.crash();
+        let (log, _, report) = Log::open(&r.env, cfg).unwrap();
+        if adopt {
+            assert_eq!((log.durable(), report.adopted_bytes), (390, 390));
+            assert_eq!(log.checkpoints.writer.read(), 390, "recovery names what it adopted");
+            assert_eq!(log.checkpoints.epoch.read(), 312, "epoch.chk names the last adopted epoch record");
+            assert!(matches!(log.read_durable(312).unwrap(), Record::Epoch(e) if e.epoch_number == 4));
+        } else {
+            assert_eq!((log.durable(), report.adopted_bytes), (0, 0));
+            assert!(report.torn_bytes > 0, "a single node zeroes what writer.chk does not name");
+        }
+    }
+}
+
+#[test]
+fn adoption_stops_at_a_hole_and_zeroes_whatever_lies_past_it() {
+    use annal::log::Log;
+    let r = rig();
+    let (log, mut w, _) = Log::open(&r.env, adopting_log()).unwrap();
+    stage_epochs(&mut w, 2);
+    assert_eq!(w.flush_data().unwrap(), 156);
+    assert_eq!(log.adopt_synced(156), 156);
+    // A valid record of an earlier life, synced far past the end, beyond a hole: a crashed
+    // writer's unsynced writes can leave such holes.
+    let mut far = Vec::new();
+    annal::log::record::encode_epoch(
+        &annal::log::record::EpochRecord {
+            log_position: 2048,
+            epoch_number: 9,
+            epoch_id: [9; 16],
+            prev_epoch_position: -1,
+            timestamp_us: 0,
+            leader_id: [7; 16],
+        },
+        &mut far,
+    );
+    let path = chunk_path(Path::new("/db"), 0);
+    let f = r.env.disk.open(&path, OpenMode::ReadWrite).unwrap();
+    f.write_all_at(&far, 128 + 2048).unwrap();
+    f.sync_data().unwrap();
+    drop((log, w, f));
+    r.mem.crash();
+    let (log, _, report) = Log::open(&r.env, adopting_log()).unwrap();
+    assert_eq!(log.durable(), 156, "the scan stops at the first place without a record");
+    assert!(report.torn_bytes > 0, "the stale record past the hole is zeroed");
+    let mut back = vec![1u8; far.len()];
+    r.env.disk.open(&path, OpenMode::Read).unwrap().read_exact_at(&mut back, 128 + 2048).unwrap();
+    assert!(back.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn records_reaching_the_next_chunk_are_not_adopted_before_writer_chk_moves() {
+    use annal::log::Log;
+    let r = rig();
+    let (log, mut w, _) = Log::open(&r.env, adopting_log()).unwrap();
+    // 52 records fill 4056 of chunk 0's 4096 bytes; the 53rd goes to chunk 1.
+    let ends = stage_epochs(&mut w, 53);
+    assert_eq!(ends[51], 4056);
+    assert_eq!(w.flush_data().unwrap(), 4096 + 78);
+    assert_eq!(log.adopt_synced(4096 + 78), 0, "past writer.chk's chunk: a checkpoint first");
+    assert_eq!(log.adopt_synced(4056), 4056, "inside it: adopted");
+    assert_eq!(log.flush_checkpoint(4096 + 78).unwrap(), 4096 + 78);
+    drop((log, w));
+    r.mem.crash();
+    let (log, _, _) = Log::open(&r.env, adopting_log()).unwrap();
+    assert_eq!(log.durable(), 4096 + 78);
+}
+
+#[test]
+fn an_online_truncation_of_adopted_records_stays_a_truncation_after_a_crash() {
+    use annal::log::Log;
+    let r = rig();
+    let (log, mut w, _) = Log::open(&r.env, adopting_log()).unwrap();
+    stage_epochs(&mut w, 5);
+    w.flush_data().unwrap();
+    assert_eq!(log.adopt_synced(390), 390);
+    w.truncate_to(156).unwrap();
+    assert_eq!(
+        (log.durable(), log.checkpoints.writer.read(), log.checkpoints.truncate.read()),
+        (156, 156, -1)
+    );
+    drop((log, w));
+    r.mem.crash();
+    let (log, mut w, _) = Log::open(&r.env, adopting_log()).unwrap();
+    assert_eq!(log.durable(), 156, "the dropped records are not adopted again");
+    // A crash while the truncation is under way (truncate.chk set, zeroes not yet synced):
+    // recovery finishes it and adopts nothing past it.
+    stage_epochs(&mut w, 3);
+    w.flush_data().unwrap();
+    assert_eq!(log.adopt_synced(390), 390);
+    log.flush_checkpoint(234).unwrap();
+    log.checkpoints.truncate.write_durable(234).unwrap();
+    drop((log, w));
+    r.mem.crash();
+    let (log, _, report) = Log::open(&r.env, adopting_log()).unwrap();
+    assert_eq!((log.durable(), report.adopted_bytes), (234, 0));
+    assert_eq!(log.checkpoints.truncate.read(), -1);
+    assert!(report.torn_bytes > 0, "what the truncation drops is zeroed");
+    let mut back = vec![1u8; 156];
+    let path = chunk_path(Path::new("/db"), 0);
+    r.env.disk.open(&path, OpenMode::Read).unwrap().read_exact_at(&mut back, 128 + 234).unwrap();
+    assert!(back.iter().all(|&b| b == 0));
 }

@@ -2,17 +2,22 @@
 //!
 //! The driver hands over each shipment ([`Replica::push`]) and goes on taking messages. The write
 //! stage, on a lane of its own, stages everything handed over since its last turn (at most
-//! [`STAGED_BYTES_MAX`] per turn) and syncs the chunks' data ([`Store::sync_replicated`]); the
-//! checkpoint stage, on a second lane, then moves `writer.chk` past it
-//! ([`Store::checkpoint_replicated`]) while the write stage already stages and syncs the next
-//! batch. What `writer.chk` names is reported to the driver ([`Replica::take_report`]) as an
-//! [`Input::Durable`], the only way a follower's core learns of (and acknowledges) its durable
-//! end. Each stage drains what waits for it in one turn, so what arrives during a sync goes
-//! together into the next one.
+//! [`STAGED_BYTES_MAX`] per turn) and syncs the chunks' data ([`Store::sync_replicated`]). Synced
+//! records inside the chunk `writer.chk` points into are durable as they are when they end with a
+//! whole atomic write (a cluster node's log adopts them on recovery, [`Store::adopt_replicated`]):
+//! the write stage reports their end to the driver at once. The checkpoint stage, on a second lane, moves `writer.chk` past what the write
+//! stage synced ([`Store::checkpoint_replicated`]) while the write stage goes on: after every
+//! batch that could not be adopted (it reaches into a new chunk, ends inside an atomic write, or
+//! carries an epoch record, which `epoch.chk` must name), and otherwise at most once per [`CHECKPOINT_INTERVAL`], so under
+//! load a follower makes one sync per batch instead of two. What is reported reaches the driver
+//! ([`Replica::take_report`]) as an [`Input::Durable`], the only way a follower's core learns of
+//! (and acknowledges) its durable end. Each stage drains what waits for it in one turn, so what
+//! arrives during a sync goes together into the next one.
 //!
-//! Invariants: a report names only an end `writer.chk` names, with the epoch records below it
-//! that earlier reports did not carry; reports rise, in order. Staging follows the order of
-//! [`Replica::push`]. After [`Replica::settle`] nothing is queued, staged, synced or being
+//! Invariants: a report names only a durable end (named by `writer.chk`, or synced and adoptable
+//! below it), with the epoch records below it that earlier reports did not carry, and every such
+//! epoch record is named by `epoch.chk` first; reports rise, in order. Staging follows the order
+//! of [`Replica::push`]. After [`Replica::settle`] nothing is queued, staged, synced or being
 //! checkpointed: the driver settles before every effect but a send, a release and a write (so
 //! before a truncation, a whole chunk, an epoch record, a vote) and before the core reads a
 //! subscription's answer, which it must decide knowing its log's exact end; a truncation never
@@ -33,6 +38,8 @@ use crate::store::Store;
 
 /// Bytes of a leader's records the write stage stages before it syncs, even with more waiting.
 pub const STAGED_BYTES_MAX: usize = 1 << 20;
+/// Longest a follower leaves `writer.chk` behind the records it adopted while it writes.
+pub const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Reports a failure the node cannot vouch past (see the shell's `fatal`).
 pub type Failed = Box<dyn Fn(String) + Send + Sync>;
@@ -49,14 +56,22 @@ struct State {
     synced: Option<(u64, Vec<EpochRecord>)>,
     /// A checkpoint-stage job is queued or running (it drains `synced` before it ends).
     checkpointing: bool,
-    /// Named by `writer.chk` and not yet taken by the driver.
+    /// Durable and not yet taken by the driver.
     report: Option<(u64, Vec<Epoch>)>,
+    /// The highest end reported.
+    reported: u64,
+    /// Epoch records are on their way through the checkpoint stage: no end past them may be
+    /// reported before them.
+    epochs_in_flight: bool,
+    /// When the checkpoint stage last started a turn (monotonic).
+    last_checkpoint: std::time::Duration,
     /// A stage failed: nothing more is done.
     failed: bool,
 }
 
 /// A follower's write pipeline (see the module doc).
 pub struct Replica {
+    env: Env,
     store: Arc<Store>,
     state: Mutex<State>,
     write_lane: Box<dyn Lane>,
@@ -76,6 +91,7 @@ impl Replica {
     /// a stage's thread) when a write or a sync fails.
     pub fn new(env: &Env, store: Arc<Store>, failed: Failed) -> Arc<Replica> {
         Arc::new(Replica {
+            env: env.clone(),
             store,
             state: Mutex::default(),
             write_lane: env.rt.lane("annal-replica"),
@@ -151,9 +167,14 @@ impl Replica {
                 batch
             };
             let mut epochs = Vec::new();
+            // Whether the batch ends with a whole atomic write: only then can it be adopted.
+            let mut closes = true;
             for (data, end) in batch {
                 match self.store.stage_replicated(&data, end) {
-                    Ok(e) => epochs.extend(e),
+                    Ok(staged) => {
+                        epochs.extend(staged.epochs);
+                        closes = staged.closes.unwrap_or(closes);
+                    }
                     Err(e) => {
                         tracing::error!(end, error = %e, "writing the leader's records failed");
                         return self.fail(true, format!("cannot write the leader's records: {e}"));
@@ -164,17 +185,29 @@ impl Replica {
                 Ok(end) => end,
                 Err(e) => return self.fail(true, format!("cannot make the leader's records durable: {e}")),
             };
-            let start = {
+            // Records adopted as they are need no checkpoint before they are reported.
+            let adopted = closes && epochs.is_empty() && self.store.adopt_replicated(synced) >= synced;
+            let now = self.env.clock.monotonic();
+            let (start, reported) = {
                 let mut st = self.lock();
-                match &mut st.synced {
-                    Some((end, older)) => {
-                        *end = (*end).max(synced);
-                        older.extend(epochs);
+                let fast = adopted && !st.epochs_in_flight;
+                let reported = fast && Self::add_report(&mut st, synced, Vec::new());
+                let due = !fast || now.saturating_sub(st.last_checkpoint) >= CHECKPOINT_INTERVAL;
+                if due {
+                    st.epochs_in_flight |= !epochs.is_empty();
+                    match &mut st.synced {
+                        Some((end, older)) => {
+                            *end = (*end).max(synced);
+                            older.extend(epochs);
+                        }
+                        None => st.synced = Some((synced, epochs)),
                     }
-                    None => st.synced = Some((synced, epochs)),
                 }
-                !std::mem::replace(&mut st.checkpointing, true)
+                (due && !std::mem::replace(&mut st.checkpointing, true), reported)
             };
+            if reported {
+                self.ready.notify_one();
+            }
             if start {
                 let me = self.clone();
                 drop(self.checkpoint_lane.run(Box::new(move || me.checkpoint_stage())));
@@ -188,6 +221,7 @@ impl Replica {
         loop {
             let (end, epochs) = {
                 let mut st = self.lock();
+                st.last_checkpoint = self.env.clock.monotonic();
                 match st.synced.take() {
                     Some(s) if !st.failed => s,
                     _ => {
@@ -200,19 +234,32 @@ impl Replica {
                 Ok(d) => d,
                 Err(e) => return self.fail(false, format!("cannot make the leader's records durable: {e}")),
             };
-            {
+            let reported = {
                 let mut st = self.lock();
-                let epochs = epochs.iter().map(epoch_of);
-                match &mut st.report {
-                    Some((end, older)) => {
-                        *end = (*end).max(durable);
-                        older.extend(epochs);
-                    }
-                    None => st.report = Some((durable, epochs.collect())),
-                }
+                st.epochs_in_flight = st.synced.as_ref().is_some_and(|(_, e)| !e.is_empty());
+                Self::add_report(&mut st, durable, epochs.iter().map(epoch_of).collect())
+            };
+            if reported {
+                self.ready.notify_one();
             }
-            self.ready.notify_one();
         }
+    }
+
+    /// Adds the durable end `end` and the epoch records below it to the report; returns whether
+    /// that told anything new.
+    fn add_report(st: &mut State, end: u64, epochs: Vec<Epoch>) -> bool {
+        if end <= st.reported && epochs.is_empty() {
+            return false;
+        }
+        st.reported = st.reported.max(end);
+        match &mut st.report {
+            Some((at, older)) => {
+                *at = (*at).max(end);
+                older.extend(epochs);
+            }
+            None => st.report = Some((end, epochs)),
+        }
+        true
     }
 
     /// Stops the pipeline after a failure in the stage `writing` says (the other stage stops at

@@ -10,8 +10,13 @@
 //! committed position only once a quorum holds the records, and a follower below it.
 //!
 //! Invariants:
-//! - `writer.chk` is the end of the durable log: bytes below it are durable (a flush syncs the
-//!   data *and then* writes `writer.chk`), and the committed position never passes it.
+//! - `writer.chk` names durable bytes: a flush syncs the data *and then* writes `writer.chk`.
+//!   It is the end of the durable log, except on a cluster node's log
+//!   ([`LogConfig::adopt_synced_tail`]): there the durable end may pass it by whole atomic
+//!   writes whose data is synced, inside the chunk `writer.chk` points into, which recovery
+//!   adopts (checksummed records at their positions, contiguous, up to the last one that closes
+//!   an atomic write) and past which it zeroes the whole chunk. The committed position never
+//!   passes the durable end.
 //! - Readers never see past [`Log::committed`], so a half-written group commit is invisible.
 //! - Every chunk below the writer's chunk is complete (has a footer), durably: a flush syncs the
 //!   chunks it completed before `writer.chk` moves past them, and recovery syncs the one chunk
@@ -78,6 +83,17 @@ pub struct LogConfig {
     pub dir: PathBuf,
     /// Data bytes per chunk.
     pub chunk_size: u64,
+    /// Whether records synced past `writer.chk` in its chunk are durable ([`Log::adopt_synced`]):
+    /// recovery adopts them. A cluster node's log, whose follower role acknowledges the leader's
+    /// records once their data is synced; a single node keeps `writer.chk` as its only end.
+    pub adopt_synced_tail: bool,
+}
+
+impl LogConfig {
+    /// A log in `dir` with `chunk_size` bytes of data per chunk, whose durable end is `writer.chk`.
+    pub fn new(dir: impl Into<PathBuf>, chunk_size: u64) -> LogConfig {
+        LogConfig { dir: dir.into(), chunk_size, adopt_synced_tail: false }
+    }
 }
 
 /// Errors of the log.
@@ -263,6 +279,9 @@ pub struct RecoveryReport {
     pub truncated_to: Option<u64>,
     /// Non-zero bytes past `writer.chk` that were zeroed (a torn tail).
     pub torn_bytes: u64,
+    /// Bytes of synced records past `writer.chk` that were adopted
+    /// ([`LogConfig::adopt_synced_tail`]).
+    pub adopted_bytes: u64,
     /// Chunk files found.
     pub chunks: usize,
 }
@@ -276,8 +295,11 @@ pub struct Log {
     committed: AtomicU64,
     /// A cluster node's log: the chaser follows the committed position.
     replicated: std::sync::atomic::AtomicBool,
-    /// The durable end (`writer.chk`).
+    /// The durable end: what recovery keeps. `writer.chk`, or past it what
+    /// [`Log::adopt_synced`] adopted (at most `synced`).
     durable: AtomicU64,
+    /// What `writer.chk` names (at most `durable`).
+    checkpointed: AtomicU64,
     /// The end of the data the writer has synced ([`LogWriter::flush_data`]): at least
     /// `durable`; `writer.chk` may be moved up to it ([`Log::flush_checkpoint`]).
     synced: AtomicU64,
@@ -379,9 +401,38 @@ impl Log {
         self.committed.load(Ordering::Acquire)
     }
 
-    /// End of the durable log (`writer.chk`).
+    /// End of the durable log: `writer.chk`, or past it the synced records a cluster node's log
+    /// adopted ([`Log::adopt_synced`]).
     pub fn durable(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// What `writer.chk` names.
+    pub fn checkpointed(&self) -> u64 {
+        self.checkpointed.load(Ordering::Acquire)
+    }
+
+    /// The end of the chunk `writer.chk` points into: records synced below it are adoptable.
+    fn adoptable_limit(&self) -> u64 {
+        (self.checkpointed() / self.cfg.chunk_size + 1) * self.cfg.chunk_size
+    }
+
+    /// Makes the synced records below `end` durable without moving `writer.chk`, when this log
+    /// adopts its synced tail ([`LogConfig::adopt_synced_tail`]) and `end` lies inside the chunk
+    /// `writer.chk` points into (recovery scans only that chunk, and never adopts a record that
+    /// ends exactly at the chunk's end); otherwise `writer.chk` must move first
+    /// ([`Log::flush_checkpoint`]). `end` must be where an atomic write ends: recovery adopts
+    /// nothing of a write whose last record it does not find. Returns the durable end.
+    pub fn adopt_synced(&self, end: u64) -> u64 {
+        let _chk = self.checkpoint_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.cfg.adopt_synced_tail
+            && !self.is_poisoned()
+            && end <= self.synced.load(Ordering::Acquire)
+            && end < self.adoptable_limit()
+        {
+            self.durable.fetch_max(end, Ordering::AcqRel);
+        }
+        self.durable()
     }
 
     /// Moves the committed position readers see to `pos` (clamped to the durable end; it never
@@ -403,7 +454,7 @@ impl Log {
     /// The second half of a flush ([`LogWriter::flush_data`] is the first): moves `writer.chk` to
     /// `end` and syncs it, so the records below `end` are durable. `end` is clamped to the synced
     /// end of the data, so `writer.chk` never names bytes that are not durable; a value at or
-    /// below the durable end is already named and costs nothing. Writes of `writer.chk` are
+    /// below what `writer.chk` names costs nothing. Writes of `writer.chk` are
     /// serialized, each at least the one before (truncation aside). Returns the durable end. A
     /// failure poisons the log; once it is poisoned nothing is flushed.
     pub fn flush_checkpoint(&self, end: u64) -> Result<u64, LogError> {
@@ -412,7 +463,7 @@ impl Log {
             return Err(LogError::Poisoned);
         }
         let end = end.min(self.synced.load(Ordering::Acquire));
-        if end <= self.durable() {
+        if end <= self.checkpointed() {
             return Ok(self.durable());
         }
         let started = self.env.clock.monotonic();
@@ -423,7 +474,8 @@ impl Log {
             return Err(LogError::io("write checkpoint", cps.writer.path())(e));
         }
         self.commit_syncs.fetch_add(1, Ordering::Relaxed);
-        self.durable.store(end, Ordering::Release);
+        self.checkpointed.store(end, Ordering::Release);
+        self.durable.fetch_max(end, Ordering::AcqRel);
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
         // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable
         // already, so failing to write it must not turn the commit into a reported failure.
@@ -434,7 +486,7 @@ impl Log {
             }
         }
         crate::env::add_elapsed(&self.commit_checkpoint_ns, started, self.env.clock.monotonic());
-        Ok(end)
+        Ok(self.durable())
     }
 
     /// Makes this a cluster node's log: `chaser.chk` follows the committed position instead of

@@ -1,7 +1,9 @@
 //! Start-up recovery of the log ([`Log::open`]).
 //!
 //! Owns turning the files of `db/` into a consistent log: a `truncate.chk` below `writer.chk`
-//! first truncates the log to it (the restore procedure); anything past `writer.chk` is a torn
+//! first truncates the log to it (the restore procedure); on a cluster node's log the whole
+//! atomic writes synced past `writer.chk` in its chunk are adopted (never while `truncate.chk` is
+//! set), and past them the whole chunk is zeroed; otherwise anything past `writer.chk` is a torn
 //! tail and is zeroed; chunk files past the writer's chunk are leftovers of pre-allocation and are
 //! removed; superseded scavenged versions and merged chunks are removed. Recovery reads only the
 //! writer's chunk, never the whole log: committed records are checksummed on every read, and the
@@ -9,7 +11,7 @@
 //!
 //! Invariants it establishes: every chunk below the writer's chunk is complete (has a footer)
 //! durably, including the one that ends exactly at `writer.chk`; the names the log builds on are
-//! durable in `db/`; the data area past `writer.chk` is zero; `chaser.chk` and `epoch.chk` do not
+//! durable in `db/`; the data area past `writer.chk` (which names what was adopted) is zero; `chaser.chk` and `epoch.chk` do not
 //! point past `writer.chk`.
 
 use std::collections::BTreeMap;
@@ -22,7 +24,7 @@ use super::chunk::{self, ChunkFooter, FOOTER_SIZE, HEADER_SIZE};
 use super::{
     data_crc, read_header, Checkpoints, Chunk, Layout, Log, LogConfig, LogError, LogWriter, RecoveryReport,
 };
-use super::{MIN_CHUNK_SIZE, TAIL_SCAN_BYTES};
+use super::{record, MIN_CHUNK_SIZE, TAIL_SCAN_BYTES};
 use crate::env::{Env, File, OpenMode};
 
 impl Log {
@@ -79,6 +81,7 @@ impl Log {
             committed: AtomicU64::new(0),
             replicated: std::sync::atomic::AtomicBool::new(false),
             durable: AtomicU64::new(0),
+            checkpointed: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             handed: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
@@ -233,8 +236,22 @@ impl Log {
         // it), and the removals of leftovers.
         disk.sync_dir(dir).map_err(LogError::io("sync directory", dir))?;
         let current = self.chunk_for(writer).ok_or(LogError::OutOfRange(writer))?;
+        // A cluster node's log adopts the whole records synced past writer.chk in its chunk
+        // (never while a truncation is pending: what it drops must stay dropped).
+        let base = current.header.start as u64 * size;
+        let adopting = self.cfg.adopt_synced_tail && truncate < 0;
+        let mut adopted_epoch = None;
+        if adopting {
+            let (end, epoch) = self.adopt_tail(&current, writer - base)?;
+            if end > writer - base {
+                tracing::warn!(from = writer, to = base + end, "adopting the records synced past writer.chk");
+                report.adopted_bytes = base + end - writer;
+                writer = base + end;
+                adopted_epoch = epoch;
+            }
+        }
         // The writer's chunk: undo a completion that was not committed, zero the torn tail.
-        let local = writer - current.header.start as u64 * size;
+        let local = writer - base;
         let mut fb = [0u8; FOOTER_SIZE as usize];
         let flen = current.file.len().map_err(LogError::io("stat", &current.path))?;
         current
@@ -247,7 +264,9 @@ impl Log {
                 .write_all_at(&[0u8; FOOTER_SIZE as usize], flen - FOOTER_SIZE)
                 .map_err(LogError::io("clear footer", &current.path))?;
         }
-        report.torn_bytes = self.zero_tail(&current, local, report.truncated_to.is_some())?;
+        // Past an adopted end the whole chunk is zeroed: a later adoption must find nothing there
+        // but what this run writes (an earlier run's unsynced writes can leave holes).
+        report.torn_bytes = self.zero_tail(&current, local, truncate >= 0 || adopting)?;
         current.file.sync_data().map_err(LogError::io("sync", &current.path))?;
         if report.truncated_to.is_some() || cps.writer.read() != writer as i64 {
             cps.writer.write_durable(writer as i64).map_err(LogError::io("write", cps.writer.path()))?;
@@ -255,13 +274,16 @@ impl Log {
         if cps.chaser.read() > writer as i64 || cps.chaser.read() < 0 {
             cps.chaser.write_durable(writer as i64).map_err(LogError::io("write", cps.chaser.path()))?;
         }
-        if cps.epoch.read() >= writer as i64 {
+        if let Some(at) = adopted_epoch {
+            cps.epoch.write_durable(at as i64).map_err(LogError::io("write", cps.epoch.path()))?;
+        } else if cps.epoch.read() >= writer as i64 {
             cps.epoch.write_durable(-1).map_err(LogError::io("write", cps.epoch.path()))?;
         }
         if truncate >= 0 {
             cps.truncate.write_durable(-1).map_err(LogError::io("write", cps.truncate.path()))?;
         }
         self.durable.store(writer, Ordering::Release);
+        self.checkpointed.store(writer, Ordering::Release);
         self.synced.store(writer, Ordering::Release);
         self.handed.store(writer, Ordering::Release);
         self.committed.store(writer, Ordering::Release);
@@ -288,6 +310,66 @@ impl Log {
             Ok(Some(_)) => Some((header.end as u64 + 1) * self.cfg.chunk_size),
             _ => None,
         })
+    }
+
+    /// Where the whole, checksummed records that follow each other from `local` in `chunk` end
+    /// (chunk-local) after the last of them that closes an atomic write or is an epoch record
+    /// (a write is adopted whole or not at all), stopping before any record that would end at the
+    /// chunk's end; and the position of the last epoch record among them. A record that fails
+    /// its checks is read again once (a read can be corrupted in flight) before the scan stops
+    /// there.
+    fn adopt_tail(&self, chunk: &Chunk, local: u64) -> Result<(u64, Option<u64>), LogError> {
+        let size = self.cfg.chunk_size;
+        let base = chunk.header.start as u64 * size;
+        let (mut at, mut buf_at) = (local, local);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut last_epoch = None;
+        let mut closed = local;
+        let mut reread = false;
+        while at < size {
+            let off = (at - buf_at) as usize;
+            match record::decode(&buf[off.min(buf.len())..], base + at, self.max_body) {
+                Ok((rec, len)) => {
+                    if at + len as u64 >= size {
+                        break;
+                    }
+                    let closes = match &rec {
+                        record::Record::Epoch(_) => {
+                            last_epoch = Some(base + at);
+                            true
+                        }
+                        record::Record::Event(e) => e.flags & record::flags::TX_END != 0,
+                    };
+                    at += len as u64;
+                    if closes {
+                        closed = at;
+                    }
+                    reread = false;
+                }
+                Err(record::FrameError::Short { needed }) if buf_at != at || buf.len() < needed => {
+                    if needed as u64 > size - at {
+                        break;
+                    }
+                    let n = needed.max(super::SCAN_READ_BYTES).min((size - at) as usize);
+                    buf = vec![0u8; n];
+                    chunk.read(&mut buf, at)?;
+                    buf_at = at;
+                }
+                Err(record::FrameError::Empty) | Err(record::FrameError::Short { .. }) => break,
+                Err(_) if !reread => {
+                    // Read it again from the device's copy.
+                    reread = true;
+                    buf.clear();
+                    buf_at = at;
+                }
+                Err(_) => break,
+            }
+        }
+        // `bug(..)` is a test-only switch (src/buggify.rs): constant false without `sim`.
+        if crate::buggify::bug(crate::buggify::Bug::AdoptPartialWrite) {
+            return Ok((at, last_epoch));
+        }
+        Ok((closed, last_epoch))
     }
 
     fn zero_tail(&self, chunk: &Chunk, local: u64, full: bool) -> Result<u64, LogError> {

@@ -306,13 +306,30 @@ impl LogWriter {
         let size = log.cfg.chunk_size;
         let cps = &log.checkpoints;
         self.buf.clear();
+        // A log that adopts its synced tail would adopt the dropped records again after a crash
+        // before they are zeroed: `writer.chk` first names what stays of its durable records
+        // (so nothing kept depends on adoption), then `truncate.chk` holds the truncation until
+        // the zeroes are synced (recovery finishes it, and adopts nothing, while it is set).
+        let guard = log.cfg.adopt_synced_tail;
+        if guard {
+            let keep = log.durable().min(pos);
+            if log.checkpointed() < keep {
+                log.flush_checkpoint(keep)?;
+            }
+            cps.truncate
+                .write_durable(pos as i64)
+                .map_err(LogError::io("write checkpoint", cps.truncate.path()))?;
+        }
         // `bug(..)` switches are test-only (src/buggify.rs): constant false without `sim`.
         {
             let _chk = log.checkpoint_lock.lock().unwrap_or_else(|e| e.into_inner());
-            if log.durable() > pos && !crate::buggify::bug(crate::buggify::Bug::TruncateKeepsWriterChk) {
+            if log.checkpointed() > pos && !crate::buggify::bug(crate::buggify::Bug::TruncateKeepsWriterChk) {
                 cps.writer
                     .write_durable(pos as i64)
                     .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+                log.checkpointed.store(pos, Ordering::Release);
+            }
+            if log.durable() > pos && log.checkpointed() <= pos {
                 log.durable.store(pos, Ordering::Release);
             }
             log.synced.store(pos.max(log.durable()), Ordering::Release);
@@ -351,6 +368,9 @@ impl LogWriter {
         crate::env::write_zeros(&*target.file, HEADER_SIZE + pos - base, HEADER_SIZE + end)
             .map_err(LogError::io("zero truncated tail", &target.path))?;
         target.file.sync_data().map_err(LogError::io("sync", &target.path))?;
+        if guard {
+            cps.truncate.write_durable(-1).map_err(LogError::io("write checkpoint", cps.truncate.path()))?;
+        }
         self.crc = data_crc(&*target.file, &target.path, pos - base)?;
         self.pos = pos;
         self.set_written(pos);
@@ -394,6 +414,7 @@ impl LogWriter {
             cps.writer
                 .write_durable(end as i64)
                 .map_err(LogError::io("write checkpoint", cps.writer.path()))?;
+            log.checkpointed.store(end, Ordering::Release);
             log.durable.store(end, Ordering::Release);
             log.synced.fetch_max(end, Ordering::AcqRel);
         }

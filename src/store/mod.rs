@@ -51,6 +51,7 @@ use crate::log::{Log, LogConfig, LogWriter, RecoveryReport};
 pub use engine::{ANY, NO_STREAM, STREAM_EXISTS};
 pub use follow::Follow;
 pub use publish::Committed;
+pub use replicated::StagedReplica;
 pub use types::*;
 
 /// Log records replayed into the index per published batch at start-up.
@@ -111,8 +112,13 @@ impl Store {
     /// publishes the log past the index checkpoint (which verifies every record of that tail: a
     /// checksum failure below the writer checkpoint is corruption and stops the start).
     pub fn recover(env: &Env, cfg: StoreConfig) -> Result<Arc<Store>, StorageError> {
-        let (log, writer, recovery) =
-            Log::open(env, LogConfig { dir: cfg.db_dir.clone(), chunk_size: cfg.chunk_size })?;
+        let (log, writer, recovery) = Log::open(
+            env,
+            LogConfig {
+                adopt_synced_tail: cfg.replicated,
+                ..LogConfig::new(cfg.db_dir.clone(), cfg.chunk_size)
+            },
+        )?;
         let index = Index::open(
             env,
             IndexConfig {

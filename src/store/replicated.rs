@@ -189,32 +189,47 @@ impl Store {
     /// Stages a leader's records (whole frames, each at the position it names; nothing durable
     /// yet). When the leader's shipment ends at the start of the next chunk (`end`), the leader
     /// completed the current chunk after these records: so does this log. Returns the epoch
-    /// records among them.
-    pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<Vec<EpochRecord>, StorageError> {
+    /// records among them and whether the last of them closes an atomic write (or is an epoch
+    /// record): only such an end may be adopted ([`Store::adopt_replicated`]).
+    pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<StagedReplica, StorageError> {
         let mut w = lock(&self.writer);
-        let mut epochs = Vec::new();
+        let mut staged = StagedReplica { epochs: Vec::new(), closes: None };
         let mut at = 0usize;
         while at < frames.len() {
             let (pos, len) = frame_at(&frames[at..], self.log.max_body())
                 .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
             let frame = &frames[at..at + len];
             w.append_at(pos, frame)?;
-            if let Ok((Record::Epoch(e), _)) = record::decode(frame, pos, self.log.max_body()) {
-                epochs.push(e);
-            }
+            staged.closes = match record::decode(frame, pos, self.log.max_body()) {
+                Ok((Record::Epoch(e), _)) => {
+                    staged.epochs.push(e);
+                    Some(true)
+                }
+                Ok((Record::Event(e), _)) => Some(e.flags & flags::TX_END != 0),
+                Err(_) => Some(false),
+            };
             at += len;
         }
         let size = self.log.chunk_size();
         if end > w.position() && end % size == 0 && end / size == w.position() / size + 1 {
             w.complete_now()?;
         }
-        Ok(epochs)
+        Ok(staged)
     }
 
     /// Syncs the data of every staged record of the leader's (the first half of making them
     /// durable: [`Store::checkpoint_replicated`] is the second) and returns its end.
     pub fn sync_replicated(&self) -> Result<u64, StorageError> {
         Ok(lock(&self.writer).flush_data()?)
+    }
+
+    /// Makes the records [`Store::sync_replicated`] synced below `end` durable without a
+    /// checkpoint when the log can adopt them ([`Log::adopt_synced`](crate::log::Log::adopt_synced));
+    /// returns the durable end (below `end` when they need [`Store::checkpoint_replicated`]).
+    /// `end` must close an atomic write ([`StagedReplica::closes`]): recovery adopts whole
+    /// atomic writes only.
+    pub fn adopt_replicated(&self, end: u64) -> u64 {
+        self.log.adopt_synced(end)
     }
 
     /// Moves `writer.chk` to `end`, which [`Store::sync_replicated`] returned, then points
@@ -434,4 +449,13 @@ fn frame_at(buf: &[u8], max_body: u32) -> Result<(u64, usize), &'static str> {
         return Err("cut short");
     }
     Ok((u64::from_le_bytes(buf[10..18].try_into().unwrap_or_default()), len))
+}
+
+/// What [`Store::stage_replicated`] staged.
+#[derive(Debug, Default)]
+pub struct StagedReplica {
+    /// The epoch records among the records.
+    pub epochs: Vec<EpochRecord>,
+    /// Whether the last record closes an atomic write or is an epoch record (`None`: no record).
+    pub closes: Option<bool>,
 }
