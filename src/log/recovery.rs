@@ -244,7 +244,7 @@ impl Log {
         if adopting {
             let (end, epoch) = self.adopt_tail(&current, writer - base)?;
             if end > writer - base {
-                tracing::warn!(from = writer, to = base + end, "adopting the records synced past writer.chk");
+                tracing::info!(from = writer, to = base + end, "adopting the records synced past writer.chk");
                 report.adopted_bytes = base + end - writer;
                 writer = base + end;
                 adopted_epoch = epoch;
