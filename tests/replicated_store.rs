@@ -151,3 +151,64 @@ async fn a_retry_in_the_same_group_as_its_original_is_idempotent_with_an_expecte
         f.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_counts_its_synced_groups_durable_and_moves_writer_chk_at_most_every_interval() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    let mem = Arc::new(MemDisk::default());
+    let env = Env::new(mem.clone(), clock.clone(), Arc::new(MemNet::default()), Arc::new(InlineRuntime), 5);
+    let config = || {
+        let mut c = StoreConfig::new("/db");
+        c.chunk_size = 1 << 16;
+        c.existence_filter_bytes = 4096;
+        c.replicated = true;
+        c.commit_timeout = Duration::from_secs(3600);
+        c
+    };
+    let store = Store::recover(&env, config()).unwrap();
+    store.write_epoch(1, [1; 16]).unwrap();
+    store.release(store.log().durable()).unwrap();
+    store.set_leading(true);
+    let mut ends = Vec::new();
+    let mut pending = Vec::new();
+    for i in 1..=3u8 {
+        let s = store.clone();
+        pending.push(tokio::spawn(async move { s.append_async(&format!("s{i}"), ANY, vec![ev(i)]).await }));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        ends.push(store.durable_watermark().get());
+        if i == 2 {
+            assert!(
+                store.log().checkpoints.writer.read() < ends[1] as i64,
+                "within an interval a group is adopted, writer.chk stays behind"
+            );
+        }
+        // A quorum holds it (the pipeline takes two groups at once).
+        store.release(ends[ends.len() - 1]).unwrap();
+        if i == 2 {
+            clock.advance(annal::log::ADOPTED_CHECKPOINT_INTERVAL);
+        }
+    }
+    assert!(ends[0] < ends[1] && ends[1] < ends[2], "each group counts as durable once synced: {ends:?}");
+    // Once the interval has passed, the next group moves writer.chk.
+    assert_eq!(store.log().checkpoints.writer.read(), ends[2] as i64);
+    for p in pending {
+        assert!(p.await.unwrap().is_ok());
+    }
+    // What the second group's sync made durable survives a power loss without writer.chk.
+    let s = store.clone();
+    let fourth = tokio::spawn(async move { s.append_async("s4", ANY, vec![ev(4)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let end = store.durable_watermark().get();
+    assert!(end > ends[2]);
+    assert_eq!(store.log().checkpoints.writer.read(), ends[2] as i64, "adopted, not checkpointed");
+    fourth.abort();
+    drop(store);
+    mem.crash();
+    let store = Store::recover(&env, config()).unwrap();
+    assert_eq!(store.log().durable(), end, "recovery adopts the synced group");
+    assert_eq!(store.recovery.adopted_bytes, end - ends[2]);
+}

@@ -8,7 +8,7 @@
 //! the write stage reports their end to the driver at once. The checkpoint stage, on a second lane, moves `writer.chk` past what the write
 //! stage synced ([`Store::checkpoint_replicated`]) while the write stage goes on: after every
 //! batch that could not be adopted (it reaches into a new chunk, ends inside an atomic write, or
-//! carries an epoch record, which `epoch.chk` must name), and otherwise at most once per [`CHECKPOINT_INTERVAL`], so under
+//! carries an epoch record, which `epoch.chk` must name), and otherwise at most once per [`ADOPTED_CHECKPOINT_INTERVAL`], so under
 //! load a follower makes one sync per batch instead of two. What is reported reaches the driver
 //! ([`Replica::take_report`]) as an [`Input::Durable`], the only way a follower's core learns of
 //! (and acknowledges) its durable end. Each stage drains what waits for it in one turn, so what
@@ -34,12 +34,11 @@ use tokio::sync::Notify;
 use super::core::{Epoch, Input};
 use crate::env::{Env, Lane};
 use crate::log::record::EpochRecord;
+use crate::log::ADOPTED_CHECKPOINT_INTERVAL;
 use crate::store::Store;
 
 /// Bytes of a leader's records the write stage stages before it syncs, even with more waiting.
 pub const STAGED_BYTES_MAX: usize = 1 << 20;
-/// Longest a follower leaves `writer.chk` behind the records it adopted while it writes.
-pub const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Reports a failure the node cannot vouch past (see the shell's `fatal`).
 pub type Failed = Box<dyn Fn(String) + Send + Sync>;
@@ -192,7 +191,7 @@ impl Replica {
                 let mut st = self.lock();
                 let fast = adopted && !st.epochs_in_flight;
                 let reported = fast && Self::add_report(&mut st, synced, Vec::new());
-                let due = !fast || now.saturating_sub(st.last_checkpoint) >= CHECKPOINT_INTERVAL;
+                let due = !fast || now.saturating_sub(st.last_checkpoint) >= ADOPTED_CHECKPOINT_INTERVAL;
                 if due {
                     st.epochs_in_flight |= !epochs.is_empty();
                     match &mut st.synced {

@@ -61,6 +61,9 @@ use crate::env::{Env, File};
 
 /// Default logical chunk size: 256 MiB of data per chunk file.
 pub const DEFAULT_CHUNK_SIZE: u64 = 256 * 1024 * 1024;
+/// Longest a cluster node that writes leaves `writer.chk` behind the records it adopted as
+/// durable ([`Log::adopt_synced`]): each later flush of `writer.chk` is one sync less per write.
+pub const ADOPTED_CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
 /// Smallest chunk size accepted (tests use tiny chunks).
 pub const MIN_CHUNK_SIZE: u64 = 4096;
 /// Bytes read at once when scanning the log.

@@ -15,11 +15,13 @@
 //! every earlier one either waiting, with the states it leaves, or published); at most
 //! [`PIPELINE_DEPTH`](super::replicated::PIPELINE_DEPTH) groups wait; once a flush fails the log
 //! is poisoned and every waiting group, and every later one, is answered with the storage error.
-//! A cluster leader's stage names a group durable to the cluster only once `writer.chk` names
-//! it, and only a group already queued to wait.
+//! A cluster leader's stage names a group durable to the cluster only once it is (`writer.chk`
+//! names it, or its synced records are adopted, [`Log::adopt_synced`]), and only a group already
+//! queued to wait.
 //!
 //! [`LogWriter::flush_data`]: crate::log::LogWriter::flush_data
 //! [`Log::flush_checkpoint`]: crate::log::Log::flush_checkpoint
+//! [`Log::adopt_synced`]: crate::log::Log::adopt_synced
 
 use super::replicated::Awaiting;
 use super::{lock, Committed, StorageError, Store};
@@ -147,8 +149,9 @@ impl Store {
         })));
     }
 
-    /// A cluster leader's checkpoint stage: moves `writer.chk` to the end of the newest group
-    /// queued to wait for its quorum (their data is synced) and raises the durable watermark,
+    /// A cluster leader's checkpoint stage: makes the newest group queued to wait for its quorum
+    /// durable (their data is synced), by adopting it ([`Log::adopt_synced`]) or else by moving
+    /// `writer.chk` to its end, and raises the durable watermark,
     /// which the cluster counts as this node's vote in the quorum; the groups stay queued
     /// until the quorum holds them ([`Store::release`]). When the flush fails, every waiting
     /// group `writer.chk` does not name is answered with the error (its records may have reached
@@ -160,11 +163,25 @@ impl Store {
     /// group synced but not yet queued must not be named durable to the cluster before it waits
     /// (a release would publish it as another leader's records).
     pub(super) fn quorum_checkpoint(&self) -> bool {
-        let target = lock(&self.gate).checkpoint_target;
+        let (target, checkpointed_at) = {
+            let gate = lock(&self.gate);
+            (gate.checkpoint_target, gate.checkpointed_at)
+        };
         let before = self.durable.get();
         if target <= before {
             return false;
         }
+        // A group's end closes its writes: inside the chunk `writer.chk` points into, its synced
+        // records are durable as they are (recovery adopts them), and `writer.chk` follows at
+        // most every ADOPTED_CHECKPOINT_INTERVAL.
+        let now = self.env.clock.monotonic();
+        if now.saturating_sub(checkpointed_at) < crate::log::ADOPTED_CHECKPOINT_INTERVAL
+            && self.log.adopt_synced(target) >= target
+        {
+            self.durable.raise(target);
+            return true;
+        }
+        lock(&self.gate).checkpointed_at = now;
         match self.log.flush_checkpoint(target) {
             Ok(durable) => {
                 let durable = durable.min(target);

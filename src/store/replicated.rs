@@ -47,6 +47,8 @@ pub(super) struct Gate {
     /// A cluster leader's: the end of the newest group queued to wait, whose data is synced;
     /// the checkpoint stage moves `writer.chk` to it ([`Store::quorum_checkpoint`]).
     pub checkpoint_target: u64,
+    /// When a cluster leader's checkpoint stage last moved `writer.chk` (monotonic).
+    pub checkpointed_at: std::time::Duration,
 }
 
 /// A group waiting for its quorum, or (a single node) for its checkpoint flush.
