@@ -515,29 +515,25 @@ fn adopting_log() -> annal::log::LogConfig {
     annal::log::LogConfig { adopt_synced_tail: true, ..annal::log::LogConfig::new("/db", 4096) }
 }
 
-/// Stages `n` epoch records (78 bytes each, valid frames at their positions); returns their ends.
-fn stage_epochs(w: &mut annal::log::LogWriter, n: i64) -> Vec<u64> {
+/// The frame of epoch record `n` at `pos` (78 bytes, valid at that position).
+fn epoch_frame(pos: u64, n: i64) -> Vec<u8> {
     use annal::log::record::{encode_epoch, EpochRecord};
-    (0..n)
-        .map(|i| {
-            let at = w
-                .append(78, |pos, b| {
-                    encode_epoch(
-                        &EpochRecord {
-                            log_position: pos,
-                            epoch_number: i,
-                            epoch_id: [i as u8; 16],
-                            prev_epoch_position: -1,
-                            timestamp_us: 0,
-                            leader_id: [7; 16],
-                        },
-                        b,
-                    )
-                })
-                .unwrap();
-            at + 78
-        })
-        .collect()
+    let mut b = Vec::new();
+    let rec = EpochRecord {
+        log_position: pos,
+        epoch_number: n,
+        epoch_id: [n as u8; 16],
+        prev_epoch_position: -1,
+        timestamp_us: 0,
+        leader_id: [7; 16],
+    };
+    encode_epoch(&rec, &mut b);
+    b
+}
+
+/// Stages `n` epoch records; returns their ends.
+fn stage_epochs(w: &mut annal::log::LogWriter, n: i64) -> Vec<u64> {
+    (0..n).map(|i| w.append(78, |pos, b| b.extend(epoch_frame(pos, i))).unwrap() + 78).collect()
 }
 
 #[test]
@@ -577,18 +573,7 @@ fn adoption_stops_at_a_hole_and_zeroes_whatever_lies_past_it() {
     assert_eq!(log.adopt_synced(156), 156);
     // A valid record of an earlier life, synced far past the end, beyond a hole: a crashed
     // writer's unsynced writes can leave such holes.
-    let mut far = Vec::new();
-    annal::log::record::encode_epoch(
-        &annal::log::record::EpochRecord {
-            log_position: 2048,
-            epoch_number: 9,
-            epoch_id: [9; 16],
-            prev_epoch_position: -1,
-            timestamp_us: 0,
-            leader_id: [7; 16],
-        },
-        &mut far,
-    );
+    let far = epoch_frame(2048, 9);
     let path = chunk_path(Path::new("/db"), 0);
     let f = r.env.disk.open(&path, OpenMode::ReadWrite).unwrap();
     f.write_all_at(&far, 128 + 2048).unwrap();

@@ -11,8 +11,8 @@
 //!
 //! Invariants it establishes: every chunk below the writer's chunk is complete (has a footer)
 //! durably, including the one that ends exactly at `writer.chk`; the names the log builds on are
-//! durable in `db/`; the data area past `writer.chk` (which names what was adopted) is zero; `chaser.chk` and `epoch.chk` do not
-//! point past `writer.chk`.
+//! durable in `db/`; the data area past `writer.chk` (which names what was adopted) is zero;
+//! `chaser.chk` and `epoch.chk` do not point past `writer.chk`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
