@@ -2,14 +2,16 @@
 //!
 //! The driver hands over each shipment ([`Replica::push`]) and goes on taking messages. The write
 //! stage, on a lane of its own, stages everything handed over since its last turn (at most
-//! [`STAGED_BYTES_MAX`] per turn) and syncs the chunks' data ([`Store::sync_replicated`]). Synced
-//! records inside the chunk `writer.chk` points into are durable as they are when they end with a
-//! whole atomic write (a cluster node's log adopts them on recovery, [`Store::adopt_replicated`]):
-//! the write stage reports their end to the driver at once. The checkpoint stage, on a second lane, moves `writer.chk` past what the write
-//! stage synced ([`Store::checkpoint_replicated`]) while the write stage goes on: after every
-//! batch that could not be adopted (it reaches into a new chunk, ends inside an atomic write, or
-//! carries an epoch record, which `epoch.chk` must name), and otherwise at most once per [`ADOPTED_CHECKPOINT_INTERVAL`], so under
-//! load a follower makes one sync per batch instead of two. What is reported reaches the driver
+//! [`STAGED_BYTES_MAX`] per turn) and syncs the chunks' data ([`Store::sync_replicated`]).
+//! Synced records inside the chunk `writer.chk` points into are durable as they are when they end
+//! with a whole atomic write (a cluster node's log adopts them on recovery,
+//! [`Store::adopt_replicated`]): the write stage reports their end to the driver at once. The
+//! checkpoint stage, on a second lane, moves `writer.chk` past what the write stage synced
+//! ([`Store::checkpoint_replicated`]) while the write stage goes on: after every batch that could
+//! not be adopted (it reaches into a new chunk, ends inside an atomic write, or carries an epoch
+//! record, which `epoch.chk` must name), and otherwise once `writer.chk` is due
+//! ([`Log::checkpoint_due`](crate::log::Log::checkpoint_due)), so under load a follower makes one
+//! sync per batch instead of two. What is reported reaches the driver
 //! ([`Replica::take_report`]) as an [`Input::Durable`], the only way a follower's core learns of
 //! (and acknowledges) its durable end. Each stage drains what waits for it in one turn, so what
 //! arrives during a sync goes together into the next one.
@@ -34,7 +36,6 @@ use tokio::sync::Notify;
 use super::core::{Epoch, Input};
 use crate::env::{Env, Lane};
 use crate::log::record::EpochRecord;
-use crate::log::ADOPTED_CHECKPOINT_INTERVAL;
 use crate::store::Store;
 
 /// Bytes of a leader's records the write stage stages before it syncs, even with more waiting.
@@ -62,15 +63,12 @@ struct State {
     /// Epoch records are on their way through the checkpoint stage: no end past them may be
     /// reported before them.
     epochs_in_flight: bool,
-    /// When the checkpoint stage last started a turn (monotonic).
-    last_checkpoint: std::time::Duration,
     /// A stage failed: nothing more is done.
     failed: bool,
 }
 
 /// A follower's write pipeline (see the module doc).
 pub struct Replica {
-    env: Env,
     store: Arc<Store>,
     state: Mutex<State>,
     write_lane: Box<dyn Lane>,
@@ -90,7 +88,6 @@ impl Replica {
     /// a stage's thread) when a write or a sync fails.
     pub fn new(env: &Env, store: Arc<Store>, failed: Failed) -> Arc<Replica> {
         Arc::new(Replica {
-            env: env.clone(),
             store,
             state: Mutex::default(),
             write_lane: env.rt.lane("annal-replica"),
@@ -186,12 +183,11 @@ impl Replica {
             };
             // Records adopted as they are need no checkpoint before they are reported.
             let adopted = closes && epochs.is_empty() && self.store.adopt_replicated(synced) >= synced;
-            let now = self.env.clock.monotonic();
             let (start, reported) = {
                 let mut st = self.lock();
                 let fast = adopted && !st.epochs_in_flight;
                 let reported = fast && Self::add_report(&mut st, synced, Vec::new());
-                let due = !fast || now.saturating_sub(st.last_checkpoint) >= ADOPTED_CHECKPOINT_INTERVAL;
+                let due = !fast || self.store.log().checkpoint_due();
                 if due {
                     st.epochs_in_flight |= !epochs.is_empty();
                     match &mut st.synced {
@@ -220,7 +216,6 @@ impl Replica {
         loop {
             let (end, epochs) = {
                 let mut st = self.lock();
-                st.last_checkpoint = self.env.clock.monotonic();
                 match st.synced.take() {
                     Some(s) if !st.failed => s,
                     _ => {

@@ -303,6 +303,8 @@ pub struct Log {
     durable: AtomicU64,
     /// What `writer.chk` names (at most `durable`).
     checkpointed: AtomicU64,
+    /// When `writer.chk` last moved (monotonic nanoseconds).
+    checkpointed_at_ns: AtomicU64,
     /// The end of the data the writer has synced ([`LogWriter::flush_data`]): at least
     /// `durable`; `writer.chk` may be moved up to it ([`Log::flush_checkpoint`]).
     synced: AtomicU64,
@@ -415,6 +417,14 @@ impl Log {
         self.checkpointed.load(Ordering::Acquire)
     }
 
+    /// Whether `writer.chk` last moved [`ADOPTED_CHECKPOINT_INTERVAL`] ago or more: a writer
+    /// that adopts what it synced ([`Log::adopt_synced`]) moves it then.
+    pub fn checkpoint_due(&self) -> bool {
+        let now = self.env.clock.monotonic().as_nanos() as u64;
+        now.saturating_sub(self.checkpointed_at_ns.load(Ordering::Acquire))
+            >= ADOPTED_CHECKPOINT_INTERVAL.as_nanos() as u64
+    }
+
     /// The end of the chunk `writer.chk` points into: records synced below it are adoptable.
     fn adoptable_limit(&self) -> u64 {
         (self.checkpointed() / self.cfg.chunk_size + 1) * self.cfg.chunk_size
@@ -478,6 +488,7 @@ impl Log {
         }
         self.commit_syncs.fetch_add(1, Ordering::Relaxed);
         self.checkpointed.store(end, Ordering::Release);
+        self.checkpointed_at_ns.store(started.as_nanos() as u64, Ordering::Release);
         self.durable.fetch_max(end, Ordering::AcqRel);
         // The chaser checkpoint follows without its own sync: it is flushed at index flushes and
         // shutdown, and after a crash recovery clamps it to writer.chk. The group is durable

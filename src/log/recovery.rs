@@ -82,6 +82,7 @@ impl Log {
             replicated: std::sync::atomic::AtomicBool::new(false),
             durable: AtomicU64::new(0),
             checkpointed: AtomicU64::new(0),
+            checkpointed_at_ns: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             handed: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),

@@ -229,8 +229,8 @@ impl LogWriter {
     /// encoded record, which must be valid (checksum, its own position equal to `pos`) and start
     /// at the writer's position, or at the start of the next chunk when the leader completed the
     /// current one there (the current chunk is then completed, as the leader did). Nothing is
-    /// durable before [`LogWriter::flush`].
-    pub fn append_at(&mut self, pos: u64, frame: &[u8]) -> Result<(), LogError> {
+    /// durable before [`LogWriter::flush`]. Returns the record, decoded while it was checked.
+    pub fn append_at(&mut self, pos: u64, frame: &[u8]) -> Result<record::Record, LogError> {
         if self.log.is_poisoned() {
             return Err(LogError::Poisoned);
         }
@@ -239,8 +239,8 @@ impl LogWriter {
         if len > size {
             return Err(LogError::RecordTooLarge { len, chunk_size: size });
         }
-        match record::decode(frame, pos, self.log.max_body) {
-            Ok((_, n)) if n as u64 == len => {}
+        let rec = match record::decode(frame, pos, self.log.max_body) {
+            Ok((rec, n)) if n as u64 == len => rec,
             Ok(_) => {
                 return Err(LogError::Misplaced {
                     position: pos,
@@ -248,7 +248,7 @@ impl LogWriter {
                 })
             }
             Err(e) => return Err(LogError::Misplaced { position: pos, detail: e.to_string() }),
-        }
+        };
         let base = self.chunk.header.start as u64 * size;
         let next_chunk = (self.chunk.header.end as u64 + 1) * size;
         if pos == next_chunk && self.pos > base {
@@ -268,7 +268,7 @@ impl LogWriter {
         }
         self.buf.extend_from_slice(frame);
         self.pos += len;
-        Ok(())
+        Ok(rec)
     }
 
     /// Drops every record at or after `pos` (a record boundary at or above the committed

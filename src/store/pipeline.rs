@@ -163,10 +163,7 @@ impl Store {
     /// group synced but not yet queued must not be named durable to the cluster before it waits
     /// (a release would publish it as another leader's records).
     pub(super) fn quorum_checkpoint(&self) -> bool {
-        let (target, checkpointed_at) = {
-            let gate = lock(&self.gate);
-            (gate.checkpoint_target, gate.checkpointed_at)
-        };
+        let target = lock(&self.gate).checkpoint_target;
         let before = self.durable.get();
         if target <= before {
             return false;
@@ -174,14 +171,10 @@ impl Store {
         // A group's end closes its writes: inside the chunk `writer.chk` points into, its synced
         // records are durable as they are (recovery adopts them), and `writer.chk` follows at
         // most every ADOPTED_CHECKPOINT_INTERVAL.
-        let now = self.env.clock.monotonic();
-        if now.saturating_sub(checkpointed_at) < crate::log::ADOPTED_CHECKPOINT_INTERVAL
-            && self.log.adopt_synced(target) >= target
-        {
+        if !self.log.checkpoint_due() && self.log.adopt_synced(target) >= target {
             self.durable.raise(target);
             return true;
         }
-        lock(&self.gate).checkpointed_at = now;
         match self.log.flush_checkpoint(target) {
             Ok(durable) => {
                 let durable = durable.min(target);

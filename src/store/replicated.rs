@@ -47,8 +47,6 @@ pub(super) struct Gate {
     /// A cluster leader's: the end of the newest group queued to wait, whose data is synced;
     /// the checkpoint stage moves `writer.chk` to it ([`Store::quorum_checkpoint`]).
     pub checkpoint_target: u64,
-    /// When a cluster leader's checkpoint stage last moved `writer.chk` (monotonic).
-    pub checkpointed_at: std::time::Duration,
 }
 
 /// A group waiting for its quorum, or (a single node) for its checkpoint flush.
@@ -201,14 +199,12 @@ impl Store {
             let (pos, len) = frame_at(&frames[at..], self.log.max_body())
                 .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
             let frame = &frames[at..at + len];
-            w.append_at(pos, frame)?;
-            staged.closes = match record::decode(frame, pos, self.log.max_body()) {
-                Ok((Record::Epoch(e), _)) => {
+            staged.closes = match w.append_at(pos, frame)? {
+                Record::Epoch(e) => {
                     staged.epochs.push(e);
                     Some(true)
                 }
-                Ok((Record::Event(e), _)) => Some(e.flags & flags::TX_END != 0),
-                Err(_) => Some(false),
+                Record::Event(e) => Some(e.flags & flags::TX_END != 0),
             };
             at += len;
         }
