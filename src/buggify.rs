@@ -110,11 +110,15 @@ pub enum Bug {
     /// Recovery of a cluster node's log adopts every whole record synced past `writer.chk`,
     /// also the first records of an atomic write whose last ones did not reach the disk.
     AdoptPartialWrite,
+    /// A cluster leader's group that wrote nothing (every write refused), queued behind a
+    /// waiting group, ends at the committed position instead of where it starts: the checkpoint
+    /// stage's target falls below the waiting group, which is never counted durable.
+    EmptyGroupEndsAtCommitted,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 25] = [
+    pub const ALL: [Bug; 26] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -140,6 +144,7 @@ impl Bug {
         Bug::ProjectionReemitsCovered,
         Bug::PartitionCheckpointNotKept,
         Bug::AdoptPartialWrite,
+        Bug::EmptyGroupEndsAtCommitted,
     ];
 
     /// The switch's command-line name.
@@ -170,6 +175,7 @@ impl Bug {
             Bug::ProjectionReemitsCovered => "projection-reemits-covered",
             Bug::PartitionCheckpointNotKept => "partition-checkpoint-not-kept",
             Bug::AdoptPartialWrite => "adopt-partial-write",
+            Bug::EmptyGroupEndsAtCommitted => "empty-group-ends-at-committed",
         }
     }
 

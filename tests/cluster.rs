@@ -120,20 +120,33 @@ fn state(port: u16) -> Option<String> {
     Some(v["state"].as_str()?.to_owned())
 }
 
-fn wait<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+fn wait<T>(what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
+    poll(limit, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `f` until it gives a value, for at most `limit`.
+fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(x) = f() {
-            return x;
+            return Some(x);
         }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        if start.elapsed() >= limit {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// The index (in `procs`) of the single master among the live nodes.
 fn master(procs: &[Proc]) -> usize {
-    wait("a leader", Duration::from_secs(20), || {
+    find_master(procs, Duration::from_secs(20)).expect("timed out waiting for a leader")
+}
+
+/// The index (in `procs`) of the single master among the live nodes, once there is one (and it
+/// wrote the default users), within `limit`.
+fn find_master(procs: &[Proc], limit: Duration) -> Option<usize> {
+    poll(limit, || {
         let masters: Vec<usize> = procs
             .iter()
             .enumerate()
@@ -616,3 +629,224 @@ fn persistent_subscriptions_run_on_the_leader_and_resume_on_the_next_one() {
     });
     assert_eq!(titles, ["5@ps", "4@ps", "3@ps"]);
 }
+
+/// The faults [`writes_resume_after_every_recovery`] puts a cluster of three through, each
+/// followed by a recovery (every node running again and a leader elected).
+#[derive(Clone, Copy, Debug)]
+enum Round {
+    /// kill -9 of the leader, restarted after a pause.
+    KillLeader,
+    /// kill -9 of a follower, restarted after a pause.
+    KillFollower,
+    /// kill -9 of two nodes at once (the leader among them), restarted together: the survivor
+    /// leads the next term; then a follower of it is killed and restarted.
+    LoneSurvivor,
+    /// kill -9 of all three, restarted together.
+    KillAll,
+    /// SIGSTOP of the leader; SIGCONT once the others elected a new one.
+    PauseLeader,
+}
+
+/// Appends one probe event through the current leader until one is acknowledged (201), within
+/// `limit`; the time it took.
+fn probe_write(procs: &[Proc], n: usize, limit: Duration) -> Result<Duration, String> {
+    let start = Instant::now();
+    let mut last = String::from("no answer");
+    while start.elapsed() < limit {
+        let leader =
+            procs.iter().position(|p| p.child.is_some() && state(p.http).as_deref() == Some("master"));
+        if let Some(l) = leader {
+            match append_full(procs[l].http, "probe", n) {
+                Some(r) if r.status == 201 => return Ok(start.elapsed()),
+                Some(r) => last = format!("{} from :{} ({})", r.status, procs[l].http, r.body.trim()),
+                None => last = format!("no answer from :{}", procs[l].http),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(last)
+}
+
+/// Seeded rounds of kills and pauses under eight writers; after each recovery a write must be
+/// acknowledged within a few seconds (a cluster whose leader stops committing fails here, even
+/// though it elects one). `CLUSTER_FAULT_ROUNDS` sets the rounds (20 by default) and
+/// `CLUSTER_FAULT_SEED` the seed.
+#[test]
+fn writes_resume_after_every_recovery() {
+    use rand::{Rng, SeedableRng};
+    use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let rounds: usize = std::env::var("CLUSTER_FAULT_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let seed: u64 =
+        std::env::var("CLUSTER_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+        });
+    println!("fault rounds: seed {seed} (CLUSTER_FAULT_SEED={seed} replays the schedule), {rounds} rounds");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let first = master(&procs);
+
+    // Eight writers append to the node the driver names as leader, whatever happens to it, each
+    // to a few streams with the exact expected version it believes current; one append in eight
+    // is sent with a stale one. So refused writes are common, and a group of nothing but refused
+    // writes often queues behind a group that waits for its quorum.
+    let target = Arc::new(AtomicU16::new(procs[first].http));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (target, stop, acked) = (target.clone(), stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let mut known = [-1i64; 4];
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let s = n % known.len();
+                    let expected = if n % 8 == 0 { known[s] - 1 } else { known[s] };
+                    let id = new_id();
+                    let r = request(
+                        target.load(Ordering::Relaxed),
+                        "POST",
+                        &format!("/streams/w{w}-{s}"),
+                        &[
+                            ("Content-Type", "application/json"),
+                            ("ES-EventType", "t"),
+                            ("ES-EventId", &id),
+                            ("ES-ExpectedVersion", &expected.to_string()),
+                        ],
+                        &format!("{{\"n\":{n}}}"),
+                    );
+                    let header = |r: &Resp, name: &str| -> Option<i64> {
+                        let line = r.headers.lines().find(|l| l.starts_with(name))?;
+                        line.split(':').nth(1)?.trim().parse().ok()
+                    };
+                    match r {
+                        Some(r) if r.status == 201 => {
+                            acked.fetch_add(1, Ordering::Relaxed);
+                            known[s] = expected + 1;
+                        }
+                        Some(r) if r.status == 400 => {
+                            if let Some(current) = header(&r, "es-currentversion") {
+                                known[s] = current;
+                            }
+                        }
+                        Some(_) => std::thread::sleep(Duration::from_millis(20)),
+                        None => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                }
+            })
+        })
+        .collect();
+    let pause = |rng: &mut rand_chacha::ChaCha8Rng, lo: u64, hi: u64| {
+        std::thread::sleep(Duration::from_millis(rng.gen_range(lo..hi)));
+    };
+    let signal = |p: &Proc, sig: i32| {
+        if let Some(c) = &p.child {
+            // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+            unsafe { libc::kill(c.id() as i32, sig) };
+        }
+    };
+    // A leader is elected within this after each recovery, and a write acknowledged within
+    // `ACK_WITHIN` of that.
+    const ELECTED_WITHIN: Duration = Duration::from_secs(30);
+    const ACK_WITHIN: Duration = Duration::from_secs(15);
+    let mut failure = None;
+    for round in 0..rounds {
+        let kinds =
+            [Round::KillLeader, Round::KillFollower, Round::LoneSurvivor, Round::KillAll, Round::PauseLeader];
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        pause(&mut rng, 200, 1500);
+        let Some(leader) = find_master(&procs, ELECTED_WITHIN) else {
+            failure = Some(format!("round {round} ({kind:?}): no leader before the round"));
+            break;
+        };
+        let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+        match kind {
+            Round::KillLeader => {
+                procs[leader].kill();
+                pause(&mut rng, 100, 2000);
+                procs[leader].spawn();
+            }
+            Round::KillFollower => {
+                let f = others[rng.gen_range(0..2)];
+                procs[f].kill();
+                pause(&mut rng, 100, 2000);
+                procs[f].spawn();
+            }
+            Round::LoneSurvivor => {
+                let survivor = others[rng.gen_range(0..2)];
+                for v in (0..3).filter(|&i| i != survivor) {
+                    procs[v].kill();
+                }
+                pause(&mut rng, 100, 2500);
+                for v in (0..3).filter(|&i| i != survivor) {
+                    procs[v].spawn();
+                }
+                let Some(next) = find_master(&procs, ELECTED_WITHIN) else {
+                    failure = Some(format!("round {round} ({kind:?}): no leader after the two restarted"));
+                    break;
+                };
+                target.store(procs[next].http, Ordering::Relaxed);
+                pause(&mut rng, 0, 1000);
+                let f = (0..3).filter(|&i| i != next).nth(rng.gen_range(0..2)).unwrap_or(0);
+                procs[f].kill();
+                pause(&mut rng, 100, 1500);
+                procs[f].spawn();
+            }
+            Round::KillAll => {
+                for p in procs.iter_mut() {
+                    p.kill();
+                }
+                pause(&mut rng, 100, 1500);
+                for p in procs.iter_mut() {
+                    p.spawn();
+                }
+            }
+            Round::PauseLeader => {
+                signal(&procs[leader], libc::SIGSTOP);
+                let _ = poll(ELECTED_WITHIN, || {
+                    others.iter().copied().find(|&i| state(procs[i].http).as_deref() == Some("master"))
+                });
+                pause(&mut rng, 0, 1500);
+                signal(&procs[leader], libc::SIGCONT);
+            }
+        }
+        let Some(next) = find_master(&procs, ELECTED_WITHIN) else {
+            failure = Some(format!(
+                "round {round} ({kind:?}): no leader within {ELECTED_WITHIN:?} of the recovery"
+            ));
+            break;
+        };
+        target.store(procs[next].http, Ordering::Relaxed);
+        let before = acked.load(Ordering::Relaxed);
+        match probe_write(&procs, round, ACK_WITHIN) {
+            Ok(took) => println!("round {round}: {kind:?}; a write acknowledged {took:?} after the recovery"),
+            Err(last) => {
+                let gossip =
+                    request(procs[next].http, "GET", "/gossip", &[("Accept", "application/json")], "")
+                        .map(|r| r.body)
+                        .unwrap_or_default();
+                failure = Some(format!(
+                    "round {round} ({kind:?}): no write acknowledged within {ACK_WITHIN:?} of the recovery \
+                     (last answer: {last}; writers' acks {before} -> {}); gossip of the leader: {gossip}",
+                    acked.load(Ordering::Relaxed)
+                ));
+                break;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        let _ = w.join();
+    }
+    if let Some(f) = failure {
+        // The nodes' logs stay for the report.
+        drop(procs);
+        let kept = root.keep();
+        panic!("seed {seed}: {f}\nnode logs in {}", kept.display());
+    }
+    println!("fault rounds: {rounds} passed, {} writes acknowledged", acked.load(Ordering::Relaxed));
+}
+

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use annal::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
-use annal::env::Env;
+use annal::env::{BoxFuture, Env, Lane, Runtime};
 use annal::store::{NewEvent, Store, StoreConfig, WriteError, ANY};
 
 fn env() -> Env {
@@ -211,4 +211,105 @@ async fn a_leader_counts_its_synced_groups_durable_and_moves_writer_chk_at_most_
     let store = Store::recover(&env, config()).unwrap();
     assert_eq!(store.log().durable(), end, "recovery adopts the synced group");
     assert_eq!(store.recovery.adopted_bytes, end - ends[2]);
+}
+
+/// [`InlineRuntime`], but the jobs of its side lanes (the checkpoint stage) wait until the test
+/// runs them ([`Deferred::run_all`]), as on a thread the scheduler runs late.
+#[derive(Clone, Default)]
+struct Deferred {
+    jobs: Arc<std::sync::Mutex<Vec<Job>>>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+impl Deferred {
+    fn run_all(&self) -> usize {
+        let jobs: Vec<_> = std::mem::take(&mut *self.jobs.lock().unwrap());
+        let n = jobs.len();
+        for j in jobs {
+            j();
+        }
+        n
+    }
+}
+
+impl Lane for Deferred {
+    fn run(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        self.jobs.lock().unwrap().push(f);
+        Box::pin(async {})
+    }
+}
+
+impl Runtime for Deferred {
+    fn spawn(&self, fut: BoxFuture<'static, ()>) {
+        InlineRuntime.spawn(fut)
+    }
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        InlineRuntime.sleep(d)
+    }
+    fn blocking(&self, f: Box<dyn FnOnce() + Send>) -> BoxFuture<'static, ()> {
+        InlineRuntime.blocking(f)
+    }
+    fn background(&self, name: &'static str, f: Box<dyn FnOnce() + Send>) {
+        InlineRuntime.background(name, f)
+    }
+    fn lane(&self, name: &'static str) -> Box<dyn Lane> {
+        InlineRuntime.lane(name)
+    }
+    fn side_lane(&self, _name: &'static str) -> Box<dyn Lane> {
+        Box::new(self.clone())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_the_checkpoint_stage() {
+    // Found by the simulator (the survivor scenario, seed 1) and seen on real processes: a new
+    // leader's first group waited for its quorum; the next group's writes were all refused
+    // (wrong expected version), so it wrote nothing, and it ended at the committed position,
+    // below the first group. The checkpoint stage, running after both were queued, took that
+    // end as its target, found it durable already and did nothing; the first group was never
+    // counted durable, never committed, and the leader stopped committing for good.
+    let deferred = Deferred::default();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    let env = Env::new(
+        Arc::new(MemDisk::default()),
+        clock,
+        Arc::new(MemNet::default()),
+        Arc::new(deferred.clone()),
+        5,
+    );
+    let mut c = StoreConfig::new("/db");
+    c.chunk_size = 1 << 16;
+    c.existence_filter_bytes = 4096;
+    c.replicated = true;
+    c.commit_timeout = Duration::from_secs(3600);
+    let store = Store::recover(&env, c).unwrap();
+    store.write_epoch(1, [1; 16]).unwrap();
+    store.release(store.log().durable()).unwrap();
+    store.set_leading(true);
+    let epoch_end = store.durable_watermark().get();
+
+    let s = store.clone();
+    let first = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let written = store.log().scan_written(0, u64::MAX).count();
+    assert!(written >= 2, "the first group is written (epoch record and event)");
+    // A write refused at once: its group writes nothing and waits behind the first.
+    let s = store.clone();
+    let refused = tokio::spawn(async move { s.append_async("s", 5, vec![ev(2)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.durable_watermark().get(), epoch_end, "the checkpoint stage has not run yet");
+    // Now the checkpoint stage runs (once per group queued).
+    assert_eq!(deferred.run_all(), 2);
+    let durable = store.durable_watermark().get();
+    assert!(durable > epoch_end, "the first group is counted durable: {durable} (epoch ends at {epoch_end})");
+    // The quorum holds it: both groups are answered, in order.
+    store.release(durable).unwrap();
+    let r = first.await.unwrap().unwrap();
+    assert_eq!(r.first_event_number, 0);
+    assert_eq!(refused.await.unwrap(), Err(WriteError::WrongExpectedVersion { current: 0 }));
 }

@@ -34,12 +34,16 @@
 //! categories; their output streams, states and emits must hold what the reference folds of the
 //! `model` crate compute from the log ([`projections`], [`checker::projections`]).
 //!
+//! The recovery scenario ([`Scenario::Survivor`], a cluster of three) replaces the hosts' fault
+//! plans with seeded rounds of kills and pauses, each ending in a recovery after which a write
+//! must be acknowledged ([`survivor`], [`checker::writes_resume`]).
+//!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
 //! between cluster members), [`maintenance`] (the backup copier and the redactions), [`subs`] (the subscription
 //! scenario's producer, consumers and observations), [`projections`] (the projections
-//! scenario's producer and final reads), [`shared`] (trace and
+//! scenario's producer and final reads), [`survivor`] (the recovery scenario's rounds), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
 pub mod campaign;
@@ -55,6 +59,7 @@ pub mod rollover;
 pub mod scenario;
 pub mod shared;
 pub mod subs;
+pub mod survivor;
 pub mod workload;
 
 pub use scenario::{run, Options, RunResult, Scenario};

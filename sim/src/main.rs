@@ -9,13 +9,14 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
-//!          --scenario faults|backup|redact|certs|subs|projections (backup, redact: one node;
+//!          --scenario faults|backup|redact|certs|subs|projections|survivor (backup, redact: one node;
 //!          backups by the copy tool, each restored and checked, or redactions with a crash at
 //!          every step of the switch; certs: a TLS cluster, of three unless --cluster says
 //!          otherwise, whose certificates are rolled under load and after healing; subs: one node
 //!          or a cluster, competing consumers of a persistent subscription group; projections:
 //!          one node or a cluster running the system projections, checked against a reference
-//!          fold)
+//!          fold; survivor: a cluster of three through rounds of kills and pauses, a write
+//!          acknowledged after each recovery)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -76,7 +77,7 @@ fn parse() -> Result<Args, String> {
             "--scenario" => {
                 let v = val(i)?;
                 a.base.scenario = Scenario::parse(&v).ok_or(format!(
-                    "unknown scenario {v}; known: faults, backup, redact, certs, subs, projections"
+                    "unknown scenario {v}; known: faults, backup, redact, certs, subs, projections, survivor"
                 ))?;
             }
             "--bug" => {
@@ -110,6 +111,17 @@ fn parse() -> Result<Args, String> {
             let c = Options::cluster(a.base.seed, 3);
             (a.base.nodes, a.base.cluster, a.base.duration) = (3, true, c.duration);
         }
+    } else if a.base.scenario == Scenario::Survivor {
+        if a.base.replica || (a.base.cluster && a.base.nodes != 3) || (!a.base.cluster && a.base.nodes != 1) {
+            return Err(
+                "--scenario survivor runs a cluster of three (no --replica, --nodes or other sizes)".into()
+            );
+        }
+        if !a.base.cluster {
+            let c = Options::with_scenario(a.base.seed, Scenario::Survivor);
+            (a.base.nodes, a.base.cluster, a.base.duration) = (3, true, c.duration);
+            (a.base.clients, a.base.client_hosts) = (c.clients, c.client_hosts);
+        }
     } else if !a.base.scenario.clusters() && (a.base.cluster || a.base.nodes != 1) {
         return Err(format!("--scenario {} runs one node (no --nodes or --cluster)", a.base.scenario.name()));
     }
@@ -126,7 +138,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections|survivor --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

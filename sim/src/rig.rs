@@ -172,6 +172,13 @@ impl Rig {
                 .retain(|(_, e)| !matches!(e, FaultEvent::BitRot { .. } | FaultEvent::LatentSector { .. }));
             (plan.disk.lost_write, plan.disk.misdirect) = (0.0, 0.0);
         }
+        if opts.scenario == crate::scenario::Scenario::Survivor {
+            // Its rounds are the faults (src/survivor.rs): a recovery must be one. Slow I/O and
+            // BUGGIFY stay, to reorder syncs and wake-ups.
+            plan.kinds.retain(|k| matches!(k, FaultKind::SlowIo));
+            plan.kinds.push(FaultKind::Buggify);
+            plan.events.clear();
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a55_0000_0000_0001);
         let mut config = node_config(&mut rng);
         if opts.scenario == crate::scenario::Scenario::Projections {

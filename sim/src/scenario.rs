@@ -99,17 +99,22 @@ pub enum Scenario {
     /// output must be what the reference fold computes from the log ([`crate::projections`],
     /// [`crate::checker::projections`]); one node or a cluster.
     Projections,
+    /// A cluster of three through seeded rounds of kills and pauses, each ending in a recovery
+    /// after which a write must be acknowledged ([`crate::survivor`],
+    /// [`crate::checker::writes_resume`]); the rounds replace the hosts' fault plans.
+    Survivor,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Faults,
         Scenario::Backup,
         Scenario::Redact,
         Scenario::Certs,
         Scenario::Subs,
         Scenario::Projections,
+        Scenario::Survivor,
     ];
 
     /// The command-line name.
@@ -121,6 +126,7 @@ impl Scenario {
             Scenario::Certs => "certs",
             Scenario::Subs => "subs",
             Scenario::Projections => "projections",
+            Scenario::Survivor => "survivor",
         }
     }
 
@@ -136,7 +142,7 @@ impl Scenario {
     }
 
     /// Whether the scenario runs on one node or, with `--cluster`, on a cluster (backup and
-    /// redact run one node; certs always runs a cluster).
+    /// redact run one node; certs and survivor always run a cluster of three).
     pub fn clusters(self) -> bool {
         matches!(self, Scenario::Faults | Scenario::Subs | Scenario::Projections)
     }
@@ -160,10 +166,20 @@ impl Options {
         }
     }
 
-    /// The quick run of `scenario`: one node, or for [`Scenario::Certs`] a cluster of three.
+    /// The quick run of `scenario`: one node, or for [`Scenario::Certs`] and
+    /// [`Scenario::Survivor`] a cluster of three.
     pub fn with_scenario(seed: u64, scenario: Scenario) -> Options {
         match scenario {
             Scenario::Certs => Options { scenario, ..Options::cluster(seed, 3) },
+            // Room for two or three rounds, each with its recovery; four clients a member keep
+            // the writes coming and the linearizability search within its budget.
+            Scenario::Survivor => Options {
+                scenario,
+                duration: Duration::from_secs(30),
+                clients: 4,
+                client_hosts: 2,
+                ..Options::cluster(seed, 3)
+            },
             _ => Options { scenario, ..Options::quick(seed) },
         }
     }
@@ -416,7 +432,23 @@ pub fn run(opts: &Options) -> RunResult {
         }
     }
     let end = opts.duration.as_micros() as u64;
-    if opts.cluster {
+    let survivor = opts.scenario == Scenario::Survivor;
+    // The recovery scenario runs its pipelines' stages late now and then (one in eight, by up to
+    // 40 ms), so that syncs and wake-ups meet elections, truncations and restarts in every order.
+    annal::env::sim::late_jobs(survivor.then(|| {
+        let rng = std::sync::Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x1a7e_0000_0000_000e));
+        let late: annal::env::sim::IoDelay = std::sync::Arc::new(move || {
+            let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
+            if r.gen_ratio(1, 8) {
+                Duration::from_micros(r.gen_range(0..40_000))
+            } else {
+                Duration::ZERO
+            }
+        });
+        late
+    }));
+    let mut rounds = survivor.then(|| crate::survivor::Rounds::new(seed, opts.duration));
+    if opts.cluster && !survivor {
         for (t, f) in crate::network::plan(seed, &names, opts.duration) {
             at(&mut queue, t, Item::NetBegin(f));
         }
@@ -428,6 +460,8 @@ pub fn run(opts: &Options) -> RunResult {
                 at(&mut queue, rng.gen_range(0..end), Item::Resign);
             }
         }
+    } else if opts.cluster {
+        at(&mut queue, end, Item::NetHeal);
     } else {
         for (t, cut) in cuts(seed, nodes, opts.duration) {
             at(&mut queue, t, cut);
@@ -586,7 +620,8 @@ pub fn run(opts: &Options) -> RunResult {
         }
         if opts.cluster {
             let at_now = sim.elapsed().as_micros() as u64;
-            for k in watch.observe(&rigs, at_now) {
+            let electing = watch.observe(&rigs, at_now);
+            for k in electing.into_iter().filter(|_| !survivor) {
                 // Election-time crashes: a member that just took part in an election is killed
                 // and restarted at once, now and then (a vote must survive that).
                 if at_now < end && rigs[k].node_up && election_crashes.gen_ratio(1, 4) {
@@ -595,6 +630,16 @@ pub fn run(opts: &Options) -> RunResult {
                     let back = at_now + election_crashes.gen_range(5_000..300_000);
                     at(&mut queue, back, Item::Node(k, Action::Restart));
                 }
+            }
+        }
+        // After the observation: what a member showed in this step is recorded before a round
+        // kills it.
+        if let Some(r) = &mut rounds {
+            let at_now = sim.elapsed().as_micros() as u64;
+            if at_now < end {
+                r.step(&mut sim, &mut rigs, at_now);
+            } else {
+                r.finish(&mut sim, &mut rigs, at_now);
             }
         }
         if crate::panics::seen() > 0 {
@@ -658,6 +703,7 @@ pub fn run(opts: &Options) -> RunResult {
         );
     }
     annal::buggify::disable();
+    annal::env::sim::late_jobs(None);
     annal::buggify::set_bugs(&[]);
     annal::buggify::on_acknowledged(None);
     failures.extend(crate::checker::acks::check(&acks.borrow()));
@@ -680,6 +726,14 @@ pub fn run(opts: &Options) -> RunResult {
             inconclusive.extend(report.inconclusive);
             check_steps += report.steps;
             failures.extend(crate::checker::check_cluster(&watch.seen, &logs, end, electable));
+            if let Some(rounds) = &rounds {
+                r.shared.note(
+                    sim_time.as_micros() as u64,
+                    "sim",
+                    format!("rounds: {:?}; {} recoveries", rounds.begun, rounds.recoveries.len()),
+                );
+                failures.extend(crate::checker::writes_resume::check(&history, &rounds.recoveries, end));
+            }
             if let Some(roll) = &rollover {
                 failures.extend(crate::rollover::check_intruder(&watch.seen));
                 failures.extend(roll.failures.iter().cloned());

@@ -149,6 +149,24 @@ fn projections_scenario() {
     meta(&Options::with_scenario(3, Scenario::Projections)).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The recovery scenario: a cluster of three through seeded rounds of kills and pauses, a write
+/// acknowledged after each recovery; its corpus and fresh seeds pass, rounds ran with their
+/// recoveries, and a seed replays exactly.
+#[test]
+fn recovery_scenario() {
+    let seeds = with_scenario_corpus(Scenario::Survivor, None, 0..8);
+    let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Survivor));
+    show(&s.line("scenario survivor", seeds.len()));
+    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "scenario survivor: failing seeds: {failed:?}");
+    let r = annal_sim::run(&Options::with_scenario(2, Scenario::Survivor));
+    let line = r.trace.iter().find(|l| l.contains(" rounds: [")).cloned().unwrap_or_default();
+    let recoveries: u64 =
+        line.rsplit("; ").next().and_then(|p| p.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(recoveries >= 2, "{line}");
+    meta(&Options::with_scenario(3, Scenario::Survivor)).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn determinism_canary() {
     for seed in [1, 2, 3] {

@@ -277,9 +277,18 @@ pub enum Input {
         /// New epoch records, oldest first.
         epochs: Vec<Epoch>,
     },
+    /// A leader's own groups are durable up to `end` (its store's checkpoint stage reports them
+    /// as it goes, not in order with what this core decides). Counted only while this node
+    /// leads: a report that comes late, after it stepped down and truncated its log, must not
+    /// stand for what the log now holds (a follower's durable end comes only from
+    /// [`Input::Durable`], in order with its truncations).
+    Synced {
+        /// The durable end.
+        end: u64,
+    },
     /// A leader's records up to `end` are written to its log, not necessarily durable yet: they
     /// may be shipped (the leader's own sync runs meanwhile), but count for the leader in a
-    /// quorum only once [`Input::Durable`] says so. Ignored by a node that does not lead.
+    /// quorum only once [`Input::Synced`] says so. Ignored by a node that does not lead.
     Written {
         /// The end of the written records.
         end: u64,
@@ -645,6 +654,8 @@ impl Core {
             }
             Input::Message(env) => self.receive(env, &mut out),
             Input::Durable { end, epochs } => self.on_durable(end, epochs, &mut out),
+            Input::Synced { end } if self.is_leader() => self.on_durable(end, Vec::new(), &mut out),
+            Input::Synced { .. } => {}
             Input::Written { end } => self.on_written(end, &mut out),
             Input::EpochWritten { epoch, end } => self.on_epoch_written(epoch, end, &mut out),
             Input::EpochGaps(gaps) => {
@@ -1770,12 +1781,16 @@ mod tests {
         // passes what the leader committed.
         assert_eq!(net.cores[1].committed(), 2);
         // The leader's sync completes: now it commits, and tells the followers.
-        net.input(0, Input::Durable { end: 4, epochs: Vec::new() });
+        net.input(0, Input::Synced { end: 4 });
         net.settle();
         assert_eq!(net.cores[0].committed(), 4);
         assert_eq!(net.cores[1].committed(), 4);
-        // A report of written records is ignored by a node that does not lead.
+        // Reports of a leader's written or synced records are ignored by a node that does not
+        // lead (one that comes late, after a step-down, says nothing of the log it has now).
         assert!(net.cores[1].step(Input::Written { end: 100 }).is_empty());
+        let before = net.cores[1].durable();
+        assert!(net.cores[1].step(Input::Synced { end: 100 }).is_empty());
+        assert_eq!(net.cores[1].durable(), before);
     }
 
     #[test]

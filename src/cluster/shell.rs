@@ -251,12 +251,13 @@ impl Cluster {
         }
     }
 
+    /// Tells the core of a leader's groups once its store counts them durable
+    /// ([`Input::Synced`]: the core counts them only while it leads).
     async fn watch_durable(self: Arc<Self>) {
         let mut seen = self.store.durable_watermark().get();
         loop {
             seen = self.store.durable_watermark().wait_until(|v| v > seen).await;
-            if self.is_stopped() || self.inbox.send(Input::Durable { end: seen, epochs: Vec::new() }).is_err()
-            {
+            if self.is_stopped() || self.inbox.send(Input::Synced { end: seen }).is_err() {
                 return;
             }
         }

@@ -36,6 +36,19 @@ pub fn env(disk: Arc<dyn Disk>, clock: Arc<SimClock>, io_delay: Option<IoDelay>,
 
 thread_local! {
     static HALTED: Cell<bool> = const { Cell::new(false) };
+    static LATE_JOBS: std::cell::RefCell<Option<IoDelay>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes every side lane's job on this thread start after the delay `late` draws (`None`: at
+/// once, the default): a run that reorders its pipelines' stages against everything else on
+/// the host, as threads the scheduler runs late would be. Its own source of randomness, so runs
+/// that do not ask for it replay as before.
+pub fn late_jobs(late: Option<IoDelay>) {
+    LATE_JOBS.with(|l| *l.borrow_mut() = late);
+}
+
+fn late_job() -> Duration {
+    LATE_JOBS.with(|l| l.borrow().as_ref().map_or(Duration::ZERO, |f| f()))
 }
 
 /// Stops blocking and background work on this thread (called by the simulator's panic hook).
@@ -194,6 +207,16 @@ impl super::Lane for SideLane {
         tokio::task::spawn_local(async move {
             if halted() {
                 return;
+            }
+            // The job may start late, as on a thread the scheduler did not run at once (what
+            // happens meanwhile on the host then comes before it): see `late_jobs`.
+            let late = late_job();
+            if !late.is_zero() {
+                #[allow(clippy::disallowed_methods)]
+                tokio::time::sleep(late).await;
+                if halted() {
+                    return;
+                }
             }
             let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
             if let Some(job) = job {

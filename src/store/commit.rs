@@ -360,11 +360,18 @@ impl Store {
             Some(mut a) => {
                 // Answered when a quorum holds the group (or leadership is lost).
                 a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
-                let end = a.end;
                 {
                     let mut gate = lock(&self.gate);
+                    // Groups wait in log order, each ending at or after the one before.
+                    debug_assert!(
+                        crate::buggify::bug(crate::buggify::Bug::EmptyGroupEndsAtCommitted)
+                            || gate.awaiting.back().is_none_or(|b| b.end <= a.start && a.start <= a.end),
+                        "a group {}..{} queued behind one ending at {:?}",
+                        a.start,
+                        a.end,
+                        gate.awaiting.back().map(|b| b.end)
+                    );
                     gate.awaiting.push_back(a);
-                    gate.checkpoint_target = end;
                 }
                 // Only now may the cluster learn that these records are durable here: a release
                 // that came first would publish them as another leader's, and this group would
@@ -435,8 +442,15 @@ impl Store {
             } else {
                 self.write_out_and_flush(&mut w, start, drop_group)
             }
-        } else if pipelined {
-            Ok(w.position())
+        } else if pipelined || self.holding() {
+            // Nothing written: the group ends where it starts, at the end of the group before
+            // it, behind which it waits (the checkpoint stage's target is the newest waiting
+            // group's end). `bug(..)` is a test-only switch (src/buggify.rs).
+            if !pipelined && crate::buggify::bug(crate::buggify::Bug::EmptyGroupEndsAtCommitted) {
+                Ok(self.log.committed())
+            } else {
+                Ok(w.position())
+            }
         } else {
             Ok(self.log.committed())
         };

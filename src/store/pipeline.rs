@@ -161,9 +161,16 @@ impl Store {
     ///
     /// The target is exactly the newest queued group's end, never the synced end of the data: a
     /// group synced but not yet queued must not be named durable to the cluster before it waits
-    /// (a release would publish it as another leader's records).
+    /// (a release would publish it as another leader's records). Nor is it kept apart from the
+    /// queue: once a group that wrote nothing, queued behind a waiting one, set a kept target
+    /// below that group's end, and every run of this stage after it found nothing to do (a new
+    /// leader stopped committing, simulator seed 1 of the survivor scenario). A leader that
+    /// lost its leadership has nothing queued, so a run that comes late does nothing.
     pub(super) fn quorum_checkpoint(&self) -> bool {
-        let target = lock(&self.gate).checkpoint_target;
+        // Read from the queue itself, each time: a group queued after this stage's last run is
+        // covered by this one, and a run that finds nothing above the watermark has nothing
+        // left to do (no later group can be missed: each queues its own run after it waits).
+        let Some(target) = lock(&self.gate).awaiting.back().map(|a| a.end) else { return false };
         let before = self.durable.get();
         if target <= before {
             return false;
@@ -190,7 +197,6 @@ impl Store {
                 let durable = self.log.durable();
                 let failed = {
                     let mut gate = lock(&self.gate);
-                    gate.checkpoint_target = durable;
                     let at =
                         gate.awaiting.iter().position(|a| a.end > durable).unwrap_or(gate.awaiting.len());
                     gate.awaiting.split_off(at)

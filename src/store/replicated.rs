@@ -43,10 +43,9 @@ pub(super) struct Gate {
     pub leading: bool,
     /// Groups in log order, not yet published: durable ones waiting for their quorum, or a
     /// single node's groups waiting for `writer.chk` to name them.
+    /// A cluster leader's checkpoint stage makes the newest of them durable
+    /// ([`Store::quorum_checkpoint`]): their ends never fall, so that is all of them.
     pub awaiting: VecDeque<Awaiting>,
-    /// A cluster leader's: the end of the newest group queued to wait, whose data is synced;
-    /// the checkpoint stage moves `writer.chk` to it ([`Store::quorum_checkpoint`]).
-    pub checkpoint_target: u64,
 }
 
 /// A group waiting for its quorum, or (a single node) for its checkpoint flush.

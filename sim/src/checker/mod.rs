@@ -24,6 +24,11 @@
 //! - [`election`]: after healing, a leader within a bound of simulated time.
 //! - [`convergence`]: after healing, every member's committed log is the same, byte for byte.
 //!
+//! The recovery scenario adds:
+//!
+//! - [`writes_resume`]: after each recovery (every member running, a leader elected), a write
+//!   is acknowledged within a bound; an election alone does not satisfy it.
+//!
 //! The maintenance scenarios add:
 //!
 //! - [`backup`]: every completed backup restores into a node that starts, serves nothing
@@ -66,6 +71,7 @@ pub mod redaction;
 pub mod reopen;
 pub mod stream_model;
 pub mod subscriptions;
+pub mod writes_resume;
 
 use crate::history::History;
 
