@@ -294,8 +294,11 @@
       states.set(p, s);
     }
   }
+  // The transforms see a copy of the state: one that changes its argument in place
+  // (`s.data = 321; return s;`) changes the result, never the state (nor its checkpoint).
   function resultOf(state) {
-    let r = state;
+    const copy = stringify(state);
+    let r = copy === undefined ? undefined : jsonParse(copy);
     for (const t of def.transforms) {
       if (t.map) r = t.map(r);
       else if (!t.keep(r)) return null;

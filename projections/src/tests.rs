@@ -151,6 +151,32 @@ fn emits_and_links() {
 }
 
 #[test]
+fn a_transform_that_changes_its_argument_changes_the_result_not_the_state() {
+    // An independent client's test: the transform sets a field of the state it is given.
+    for q in [
+        r#"fromAll().when({ $init: function () { return { data: 1 }; }, Hit: function (s, e) { s.n = (s.n || 0) + 1; return s; } })
+            .transformBy(function (state) { state.data = 321; return state; })"#,
+        r#"fromAll().partitionBy(function (e) { return "p"; }).when({ $init: function () { return { data: 1 }; }, Hit: function (s, e) { s.n = (s.n || 0) + 1; return s; } })
+            .transformBy(function (state) { state.data = 321; return state; })"#,
+    ] {
+        let mut e = Engine::compile(q, Limits::default(), false).unwrap();
+        let partition = if e.definition().by_custom_partitions { "p" } else { "" };
+        let mut results = Vec::new();
+        for i in 0..2 {
+            let o = e.process(&ev("s", i, "Hit", "{}", i as u64), &mut none).unwrap();
+            results.extend(o.results);
+        }
+        assert_eq!(e.state(partition).unwrap().unwrap(), r#"{"data":1,"n":2}"#, "{q}");
+        assert_eq!(e.result(partition).unwrap().unwrap(), r#"{"data":321,"n":2}"#, "{q}");
+        assert_eq!(results.last().unwrap().1.as_deref(), Some(r#"{"data":321,"n":2}"#), "{q}");
+        // What a checkpoint keeps is the state.
+        let snap = e.checkpoint().unwrap();
+        let kept = if partition.is_empty() { snap.root.clone() } else { snap.partitions[0].1.clone() };
+        assert_eq!(kept, r#"{"data":1,"n":2}"#, "{q}");
+    }
+}
+
+#[test]
 fn bi_state_and_results() {
     let q = r#"
         options({ biState: true });
