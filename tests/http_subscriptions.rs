@@ -258,6 +258,35 @@ async fn routes_statuses_feed_and_documents() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_group_reads_its_stream_at_once_and_the_stream_description_lists_it() {
+    let s = start().await;
+    s.append_n("ledger", 0, 5).await;
+    // Before any consumer polls, the group knows the stream (as v5's, which reads at creation).
+    assert_eq!(put(&s, "/subscriptions/ledger/audit", r#"{"startFrom":0}"#).await.status, 201);
+    let info = s.get("/subscriptions/ledger/audit/info", &[ADMIN]).await.json();
+    assert_eq!(info["lastKnownEventNumber"], 4, "{info}");
+    let list = s.get("/subscriptions/ledger", &[ADMIN]).await.json();
+    assert_eq!(list[0]["lastKnownEventNumber"], 4, "{list}");
+    // The stream's description document links to each of its groups; a stream without groups
+    // has no such link.
+    let desc = [("accept", "application/vnd.eventstore.streamdesc+json")];
+    let d = s.get("/streams/ledger", &desc).await.json();
+    assert_eq!(
+        d["_links"]["streamSubscription"],
+        json!([{
+            "href": "/subscriptions/ledger/audit",
+            "supportedContentTypes": [
+                "application/vnd.eventstore.competingatom+xml",
+                "application/vnd.eventstore.competingatom+json"
+            ]
+        }]),
+        "{d}"
+    );
+    let d = s.get("/streams/elsewhere", &desc).await.json();
+    assert!(d["_links"].get("streamSubscription").is_none(), "{d}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn park_replay_and_resume_after_restart() {
     let s = start().await;
     s.append_n("s", 0, 6).await;
@@ -338,8 +367,13 @@ async fn deleted_streams_answer_clearly() {
     assert_eq!(put(&s, "/subscriptions/gone/g", "{}").await.status, 201);
     let r = s.request("DELETE", "/streams/gone", &[ADMIN, ("es-harddelete", "true")], b"").await;
     assert_eq!(r.status, 204);
-    let r = s.get("/subscriptions/gone/g/5", &[ADMIN, COMPETING]).await;
-    assert_eq!((r.status, r.reason.as_str()), (410, "Stream deleted"));
+    // The group read the stream when it was created; it learns of the deletion as it follows
+    // the log.
+    eventually("410 once the group learnt of the deletion", || async {
+        let r = s.get("/subscriptions/gone/g/5", &[ADMIN, COMPETING]).await;
+        (r.status, r.reason.as_str()) == (410, "Stream deleted")
+    })
+    .await;
     let info = s.get("/subscriptions/gone/g/info", &[ADMIN]).await.json();
     assert_eq!(info["status"], "NotReady");
     // A stream that does not exist yet: empty pages until it is written.

@@ -231,15 +231,32 @@ fn read_page(
     run().unwrap_or_else(Outcome::Failed)
 }
 
-fn description(req: &Req, stream: &str) -> Reply {
+/// The stream's description document: links to itself, to its feed and (as v5's) to each
+/// persistent subscription group of the stream, a link left out when it has none (or when this
+/// node does not run the subscription service: a follower).
+fn description(api: &Api, req: &Req, stream: &str) -> Reply {
     let href = format!("/streams/{}", escape(stream));
+    let mut links = json!({
+        "self": { "href": href, "supportedContentTypes": [Media::StreamDesc.mime()] },
+        "stream": { "href": href, "supportedContentTypes": [Media::AtomXml.mime(), Media::AtomJson.mime()] },
+    });
+    let groups = api.node.subscriptions().groups(Some(stream), false).unwrap_or_default();
+    if !groups.is_empty() {
+        let subs: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "href": format!("/subscriptions/{}/{}", escape(stream), escape(&g.group)),
+                    "supportedContentTypes": [Media::CompetingXml.mime(), Media::CompetingJson.mime()],
+                })
+            })
+            .collect();
+        links["streamSubscription"] = serde_json::Value::Array(subs);
+    }
     let doc = json!({
         "title": format!("Description document for '{stream}'"),
         "description": "The description document will be presented when no accept header is present or it was requested",
-        "_links": {
-            "self": { "href": href, "supportedContentTypes": [Media::StreamDesc.mime()] },
-            "stream": { "href": href, "supportedContentTypes": [Media::AtomXml.mime(), Media::AtomJson.mime()] },
-        }
+        "_links": links,
     });
     let body = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     let r = Reply::body(StatusCode::OK, Media::StreamDesc, body);
@@ -308,7 +325,7 @@ async fn feed_inner(
     count_text: Option<String>,
 ) -> Result<Reply, Reply> {
     if req.media == Media::StreamDesc && dir == Dir::Backward {
-        return Ok(description(req, &stream));
+        return Ok(description(api, req, &stream));
     }
     let head_url = dir == Dir::Backward && from.as_deref().is_none_or(|f| f == "head");
     let from = event_number(from.as_deref(), dir == Dir::Backward)?;

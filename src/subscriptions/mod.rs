@@ -278,6 +278,14 @@ impl Subscriptions {
         self.stop.send_replace(generation);
         tracing::info!(groups = lock(&self.inner).groups.len(), "persistent subscriptions started");
         self.ensure_tasks();
+        let keys: Vec<Key> = lock(&self.inner).groups.keys().cloned().collect();
+        if let (Some(me), false) = (self.me.upgrade(), keys.is_empty()) {
+            self.env.rt.spawn(Box::pin(async move {
+                for key in keys {
+                    me.first_read(&key).await;
+                }
+            }));
+        }
         Ok(())
     }
 
@@ -572,8 +580,18 @@ impl Subscriptions {
         self.define(user, &key, &settings).await?;
         // A checkpoint left by an earlier group of the same name (deleted streams read as none).
         let checkpoint = self.read_checkpoint(stream, group).await?;
-        self.install(key, settings, checkpoint, last);
+        self.install(key.clone(), settings, checkpoint, last);
+        self.first_read(&key).await;
         Ok(())
+    }
+
+    /// A group's first read, as it is created, updated or loaded (as v5's, which reads at
+    /// once): its figures (`lastKnownEventNumber`, what is behind) are true before any consumer
+    /// polls. A failed read is only logged: the next poll reads again.
+    async fn first_read(&self, key: &Key) {
+        if let Err(e) = self.fill(key).await {
+            tracing::debug!(stream = %key.0, group = %key.1, error = %e, "a group's first read failed; its next poll reads again");
+        }
     }
 
     /// The opening step of [`Subscriptions::create`] and [`Subscriptions::update`]: checks the
@@ -640,7 +658,8 @@ impl Subscriptions {
     ) -> Result<(), SubError> {
         let (_cfg, key, checkpoint, last) = self.open_definition(stream, group, &settings, true).await?;
         self.define(user, &key, &settings).await?;
-        self.install(key, settings, checkpoint, last);
+        self.install(key.clone(), settings, checkpoint, last);
+        self.first_read(&key).await;
         Ok(())
     }
 
