@@ -123,14 +123,19 @@ impl ProjectionConfig {
         Ok(())
     }
 
-    /// The `/projection/{name}/config` document (zero and false fields left out).
+    /// The `/projection/{name}/config` document (zero and false fields left out), with the
+    /// `msgTypeId` v5's replies carry (clients read it; its value means nothing).
     pub fn document(&self, name: &str) -> Value {
         let mut m = Map::new();
+        m.insert("msgTypeId".into(), json!(CONFIG_MSG_TYPE_ID));
         m.insert("name".into(), json!(name));
         put_members(&mut m, self.members());
         Value::Object(m)
     }
 }
+
+/// The `msgTypeId` of the config document (v5 puts an internal message number there).
+const CONFIG_MSG_TYPE_ID: i64 = 1301;
 
 fn is_default(v: &Value) -> bool {
     matches!(v, Value::Null | Value::Bool(false)) || v.as_u64() == Some(0) || v.as_str() == Some("")
@@ -385,7 +390,7 @@ mod tests {
         let mut c = ProjectionConfig::system();
         assert_eq!(
             c.document("$streams"),
-            json!({"name": "$streams", "emitEnabled": true, "checkpointHandledThreshold": 4000,
+            json!({"msgTypeId": CONFIG_MSG_TYPE_ID, "name": "$streams", "emitEnabled": true, "checkpointHandledThreshold": 4000,
                    "checkpointUnhandledBytesThreshold": 10000000, "pendingEventsThreshold": 5000,
                    "maxWriteBatchLength": 500})
         );
