@@ -1,4 +1,7 @@
 //! The `annal` binary: parses options, builds the real environment and runs one node.
+//!
+//! Its log goes to standard error. Nothing it writes there or to standard output may stop it:
+//! a closed pipe (`annal … 2>&1 | head -3`) loses the lines, never the process.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,6 +11,12 @@ use annal::node::Node;
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Writes a line to standard error, ignoring a failure (`eprintln!` would panic on a closed pipe).
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,21 +30,27 @@ fn main() -> ExitCode {
     let config = match Config::parse(&args, &env_vars, annal::env::real::read_text_file) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("annal: {e}");
+            say(format_args!("annal: {e}"));
             return ExitCode::from(2);
         }
     };
     if config.help {
-        print!("{}", Config::help_text());
+        use std::io::Write;
+        let _ = write!(std::io::stdout(), "{}", Config::help_text());
         return ExitCode::SUCCESS;
     }
     if config.version {
-        println!("annal {}", env!("CARGO_PKG_VERSION"));
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "annal {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
         .with_writer(std::io::stderr)
+        // A line that cannot be written is dropped: reporting that failure on the same closed
+        // stderr would panic the task that logged (the signal handler's, for one), and the
+        // node would never shut down.
+        .log_internal_errors(false)
         .init();
     for warning in config.warnings() {
         tracing::warn!("{warning}");
@@ -48,7 +63,7 @@ fn main() -> ExitCode {
     let rt = match annal::env::real::node_runtime(&config) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("annal: cannot start the runtime: {e}");
+            say(format_args!("annal: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -65,17 +80,20 @@ fn main() -> ExitCode {
         let node: Arc<Node> = match opened {
             Ok(n) => n,
             Err(e) => {
-                eprintln!("annal: {e}");
+                say(format_args!("annal: {e}"));
                 return ExitCode::FAILURE;
             }
         };
         let (addr, serve) = match node.bind().await {
             Ok(x) => x,
             Err(e) => {
-                eprintln!("annal: {e}");
+                say(format_args!("annal: {e}"));
                 return ExitCode::FAILURE;
             }
         };
+        // Signals are taken before the node says it serves (a SIGTERM right after is a clean
+        // shutdown, not the default end of the process).
+        let termination = annal::env::real::Termination::listen();
         tracing::info!(%addr, db = %config.db.display(), mem_db = config.mem_db, scheme = node.scheme(), "annal is serving HTTP");
         // A reload reads the options again: the command line and environment are as at start,
         // the YAML file may have changed.
@@ -100,7 +118,13 @@ fn main() -> ExitCode {
         }
         let signals = node.clone();
         tokio::spawn(async move {
-            annal::env::real::termination_signal().await;
+            match termination {
+                Ok(t) => t.wait().await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM and SIGINT; shut down with POST /admin/shutdown");
+                    return;
+                }
+            }
             tracing::info!("termination signal: shutting down");
             signals.request_shutdown();
         });
@@ -110,7 +134,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("annal: shutdown failed: {e}");
+                say(format_args!("annal: shutdown failed: {e}"));
                 ExitCode::FAILURE
             }
         }

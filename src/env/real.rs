@@ -642,18 +642,28 @@ impl Hangups {
     }
 }
 
-/// Completes on SIGTERM or SIGINT.
-pub async fn termination_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(mut t), Ok(mut i)) => {
-            tokio::select! {
-                biased;
-                _ = t.recv() => {}
-                _ = i.recv() => {}
-            }
+/// SIGTERM and SIGINT delivered to the process: the node shuts down on the first.
+pub struct Termination {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Termination {
+    /// Starts listening for SIGTERM and SIGINT (inside a tokio runtime). From then on neither
+    /// ends the process by itself: listen before the node says it serves, so that a signal sent
+    /// as soon as it does is a clean shutdown.
+    pub fn listen() -> io::Result<Termination> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Termination { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    /// Completes at the first SIGTERM or SIGINT.
+    pub async fn wait(mut self) {
+        tokio::select! {
+            biased;
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
         }
-        _ => std::future::pending::<()>().await,
     }
 }
 
