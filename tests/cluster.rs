@@ -850,3 +850,47 @@ fn writes_resume_after_every_recovery() {
     println!("fault rounds: {rounds} passed, {} writes acknowledged", acked.load(Ordering::Relaxed));
 }
 
+/// A gossip seed that names something other than a replication endpoint (here an HTTP server,
+/// as when a seed gives a node's HTTP port) is reported at warning level, once per member and
+/// cause, instead of leaving the node `unknown` without a word.
+#[test]
+fn a_gossip_seed_that_answers_http_is_reported() {
+    let http = TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = http.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in http.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let _ =
+                conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("node0");
+    let (port, repl, silent) = (free_port(), free_port(), free_port());
+    let args = [
+        "--db",
+        &dir.display().to_string(),
+        "--http-port",
+        &port.to_string(),
+        "--replication-port",
+        &repl.to_string(),
+        "--cluster-size",
+        "3",
+        "--gossip-seed",
+        &format!("127.0.0.1:{fake},127.0.0.1:{silent}"),
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut p = Proc { child: None, http: port, repl, dir: dir.clone(), args };
+    p.spawn();
+    let log = || std::fs::read_to_string(dir.with_extension("log")).unwrap_or_default();
+    let warning = format!("the cluster member at 127.0.0.1:{fake} answered with HTTP");
+    wait("the warning about the seed that answers HTTP", Duration::from_secs(30), || {
+        log().contains(&warning).then_some(())
+    });
+    // It reconnects every half second; the warning is not repeated.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(log().matches(&warning).count(), 1, "{}", log());
+    assert!(log().contains("WARN"), "at warning level: {}", log());
+    p.kill();
+}

@@ -85,6 +85,9 @@ pub struct Cluster {
     release_lane: Box<dyn crate::env::Lane>,
     /// A follower's writes of the leader's records.
     replica: Arc<Replica>,
+    /// Members already reported as not replication endpoints, with whether they answered HTTP
+    /// ([`Cluster::warn_foreign`]: once per member and cause).
+    foreign: Mutex<std::collections::BTreeSet<(NodeId, bool)>>,
 }
 
 /// [`Input::EpochGaps`] of the epoch records at `positions`: those whose chunk starts after padding.
@@ -187,6 +190,7 @@ impl Cluster {
             mastered: crate::env::Watermark::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             release_lane: env.rt.lane("annal-release"),
+            foreign: Mutex::default(),
             replica: {
                 let me = me.clone();
                 Replica::new(
@@ -329,10 +333,34 @@ impl Cluster {
         let _ = tx.try_send(frame);
     }
 
+    /// Warns, once per member and cause, that `to` is not a replication endpoint: an outgoing
+    /// connection carries frames one way, so a member never writes on it; whatever answers
+    /// (an HTTP server's error page, say) is something else listening at that address.
+    fn warn_foreign(&self, to: NodeId, answer: &[u8]) {
+        let http = answer.starts_with(b"HTTP/");
+        if !lock(&self.foreign).insert((to, http)) {
+            return;
+        }
+        if http {
+            tracing::warn!(
+                peer = %to,
+                "the cluster member at {to} answered with HTTP: it is not a replication endpoint; \
+                 is this gossip seed a node's HTTP port instead of its replication port?"
+            );
+        } else {
+            tracing::warn!(
+                peer = %to,
+                bytes = answer.len(),
+                "the cluster member at {to} sent bytes on a connection that carries frames one way: \
+                 it is not an Annal replication endpoint; check the gossip seeds"
+            );
+        }
+    }
+
     async fn write_conn(self: Arc<Self>, to: NodeId, mut rx: mpsc::Receiver<Vec<u8>>) {
         let mut reported = false;
         loop {
-            let mut conn = match crate::tls::peer::connect(&self.env, &self.cfg.transport, to).await {
+            let conn = match crate::tls::peer::connect(&self.env, &self.cfg.transport, to).await {
                 Ok(c) => {
                     if reported {
                         tracing::info!(peer = %to, "reached a cluster member again");
@@ -351,6 +379,23 @@ impl Cluster {
                     continue;
                 }
             };
+            // Nothing comes back on this connection from a member: read what does, to say so,
+            // until the connection is given up (`_closing` drops).
+            let (mut back, mut conn) = tokio::io::split(conn);
+            let (_closing, closed) = tokio::sync::oneshot::channel::<()>();
+            let me = self.clone();
+            self.env.rt.spawn(Box::pin(async move {
+                use tokio::io::AsyncReadExt;
+                let mut buf = [0u8; 64];
+                tokio::select! {
+                    r = back.read(&mut buf) => {
+                        if let Ok(n @ 1..) = r {
+                            me.warn_foreign(to, &buf[..n]);
+                        }
+                    }
+                    _ = closed => {}
+                }
+            }));
             loop {
                 let Some(frame) = rx.recv().await else { return };
                 if conn.write_all(&frame).await.is_err() {
