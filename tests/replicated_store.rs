@@ -313,3 +313,51 @@ async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_
     assert_eq!(r.first_event_number, 0);
     assert_eq!(refused.await.unwrap(), Err(WriteError::WrongExpectedVersion { current: 0 }));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_former_leader_drops_the_groups_it_never_counted_when_its_new_leader_ships_over_them() {
+    // Seen on three processes (a leader paused, then a follower of the next one): the paused
+    // leader had written and synced a group whose checkpoint stage had not run when it lost
+    // its leadership; its core counted its log as ending before that group, so the new leader
+    // shipped from there, and writing those records failed ("cannot place the log"): the node
+    // stopped taking part until restarted.
+    let deferred = Deferred::default();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+    let env = Env::new(
+        Arc::new(MemDisk::default()),
+        clock,
+        Arc::new(MemNet::default()),
+        Arc::new(deferred.clone()),
+        5,
+    );
+    let mut c = StoreConfig::new("/db");
+    c.chunk_size = 1 << 16;
+    c.existence_filter_bytes = 4096;
+    c.replicated = true;
+    c.commit_timeout = Duration::from_secs(3600);
+    let store = Store::recover(&env, c).unwrap();
+    store.write_epoch(1, [1; 16]).unwrap();
+    store.release(store.log().durable()).unwrap();
+    store.set_leading(true);
+    let counted = store.durable_watermark().get();
+    let s = store.clone();
+    let w = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let frame = {
+        let log = store.log();
+        let mut scan = log.scan_written(counted, u64::MAX);
+        scan.next_with_frame().unwrap().unwrap().1.to_vec()
+    };
+    // Leadership goes before the group was counted; the stage has nothing left to count.
+    store.set_leading(false);
+    assert_eq!(w.await.unwrap(), Err(WriteError::CommitTimeout));
+    deferred.run_all();
+    assert_eq!(store.durable_watermark().get(), counted);
+    // The new leader's records start where this node's core counts its log's end.
+    let staged = store.stage_replicated(&frame, counted + frame.len() as u64).unwrap();
+    assert_eq!(staged.closes, Some(true));
+    let end = store.sync_replicated().unwrap();
+    assert_eq!(end, counted + frame.len() as u64, "the uncounted group gave way to the leader's records");
+}

@@ -193,6 +193,21 @@ impl Store {
     pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<StagedReplica, StorageError> {
         let mut w = lock(&self.writer);
         let mut staged = StagedReplica { epochs: Vec::new(), closes: None };
+        // The cluster core ships the leader's records from where it counts this log's end. A
+        // node that just stopped leading may hold more: groups it wrote and synced, which it
+        // never counted durable (leadership went while they waited). They are its own,
+        // uncommitted, and no quorum counted them: they give way to the leader's records.
+        if let Ok((pos, _)) = frame_at(frames, self.log.max_body()) {
+            if pos < w.position() && pos >= self.log.committed() {
+                tracing::info!(
+                    from = w.position(),
+                    to = pos,
+                    "dropping records this node wrote as leader and never counted durable"
+                );
+                w.truncate_to(pos)?;
+                self.repoint_epoch_chk()?;
+            }
+        }
         let mut at = 0usize;
         while at < frames.len() {
             let (pos, len) = frame_at(&frames[at..], self.log.max_body())
@@ -298,7 +313,12 @@ impl Store {
     pub fn truncate_tail(&self, to: u64) -> Result<(), StorageError> {
         let mut w = lock(&self.writer);
         w.truncate_to(to)?;
-        // epoch.chk names the newest epoch record left (truncation reset it if it was dropped).
+        self.repoint_epoch_chk()
+    }
+
+    /// After a truncation: `epoch.chk` names the newest epoch record left (the truncation reset
+    /// it if it was dropped).
+    fn repoint_epoch_chk(&self) -> Result<(), StorageError> {
         if self.log.checkpoints.epoch.read() < 0 {
             if let Some(e) = self.load_epochs()?.last() {
                 let cps = &self.log.checkpoints;
