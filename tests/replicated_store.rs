@@ -261,23 +261,12 @@ impl Runtime for Deferred {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_the_checkpoint_stage() {
-    // Found by the simulator (the survivor scenario, seed 1) and seen on real processes: a new
-    // leader's first group waited for its quorum; the next group's writes were all refused
-    // (wrong expected version), so it wrote nothing, and it ended at the committed position,
-    // below the first group. The checkpoint stage, running after both were queued, took that
-    // end as its target, found it durable already and did nothing; the first group was never
-    // counted durable, never committed, and the leader stopped committing for good.
+/// A leader (its term's epoch committed) whose checkpoint stage runs only when the test says so.
+fn deferred_leader() -> (Deferred, Arc<Store>) {
     let deferred = Deferred::default();
     let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
-    let env = Env::new(
-        Arc::new(MemDisk::default()),
-        clock,
-        Arc::new(MemNet::default()),
-        Arc::new(deferred.clone()),
-        5,
-    );
+    let runtime = Arc::new(deferred.clone());
+    let env = Env::new(Arc::new(MemDisk::default()), clock, Arc::new(MemNet::default()), runtime, 5);
     let mut c = StoreConfig::new("/db");
     c.chunk_size = 1 << 16;
     c.existence_filter_bytes = 4096;
@@ -287,6 +276,18 @@ async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_
     store.write_epoch(1, [1; 16]).unwrap();
     store.release(store.log().durable()).unwrap();
     store.set_leading(true);
+    (deferred, store)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_the_checkpoint_stage() {
+    // Found by the simulator (the survivor scenario, seed 1) and seen on real processes: a new
+    // leader's first group waited for its quorum; the next group's writes were all refused
+    // (wrong expected version), so it wrote nothing, and it ended at the committed position,
+    // below the first group. The checkpoint stage, running after both were queued, took that
+    // end as its target, found it durable already and did nothing; the first group was never
+    // counted durable, never committed, and the leader stopped committing for good.
+    let (deferred, store) = deferred_leader();
     let epoch_end = store.durable_watermark().get();
 
     let s = store.clone();
@@ -321,24 +322,7 @@ async fn a_former_leader_drops_the_groups_it_never_counted_when_its_new_leader_s
     // its leadership; its core counted its log as ending before that group, so the new leader
     // shipped from there, and writing those records failed ("cannot place the log"): the node
     // stopped taking part until restarted.
-    let deferred = Deferred::default();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
-    let env = Env::new(
-        Arc::new(MemDisk::default()),
-        clock,
-        Arc::new(MemNet::default()),
-        Arc::new(deferred.clone()),
-        5,
-    );
-    let mut c = StoreConfig::new("/db");
-    c.chunk_size = 1 << 16;
-    c.existence_filter_bytes = 4096;
-    c.replicated = true;
-    c.commit_timeout = Duration::from_secs(3600);
-    let store = Store::recover(&env, c).unwrap();
-    store.write_epoch(1, [1; 16]).unwrap();
-    store.release(store.log().durable()).unwrap();
-    store.set_leading(true);
+    let (deferred, store) = deferred_leader();
     let counted = store.durable_watermark().get();
     let s = store.clone();
     let w = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
