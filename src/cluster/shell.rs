@@ -388,12 +388,13 @@ impl Cluster {
                 use tokio::io::AsyncReadExt;
                 let mut buf = [0u8; 64];
                 tokio::select! {
+                    biased;
+                    _ = closed => {}
                     r = back.read(&mut buf) => {
                         if let Ok(n @ 1..) = r {
                             me.warn_foreign(to, &buf[..n]);
                         }
                     }
-                    _ = closed => {}
                 }
             }));
             loop {
