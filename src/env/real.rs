@@ -142,7 +142,7 @@ pub fn node_runtime(config: &crate::config::Config) -> io::Result<tokio::runtime
 /// A node's threads hand work to each other at every step of a write (HTTP worker, commit,
 /// checkpoint, replication, release), and with wake-up preemption each hand-off can switch
 /// twice; measured with three nodes on two cores, the switches, not the work, bounded the
-/// cluster (`docs/performance.md`). Fairness between processes is unchanged (same nice value).
+/// cluster (`docs/decisions.md`). Fairness between processes is unchanged (same nice value).
 /// Called before the runtime is built; elsewhere than Linux it does nothing.
 pub fn batch_scheduling() -> io::Result<()> {
     #[cfg(target_os = "linux")]

@@ -20,7 +20,7 @@
 //! The footer is the last 128 bytes of the file and is all zeros until the chunk is completed. A new
 //! chunk is written in full (zeros) and synced when created, so later appends overwrite written
 //! blocks: syncing those is faster than syncing a growing file or `fallocate`d space (figures in
-//! docs/durability.md and docs/performance.md).
+//! docs/durability.md and docs/decisions.md).
 
 use std::path::Path;
 

@@ -68,7 +68,7 @@ pub(super) const PIPELINE_DEPTH: usize = 8;
 /// Groups that may wait at once for their quorum on a cluster's leader. Each group costs a
 /// shipment to every follower, a sync pair on each and an acknowledgement back, whatever its
 /// size; with two in flight, what arrives meanwhile gathers into the next group instead of
-/// leaving as many small ones (measured: `docs/performance.md`, "Cluster writes").
+/// leaving as many small ones (measured: `docs/decisions.md`, "Cluster writes").
 pub(super) const QUORUM_DEPTH: usize = 2;
 
 /// Records published per batch when a range of the log is released.
