@@ -3,6 +3,7 @@
 //! Its log goes to standard error. Nothing it writes there or to standard output may stop it:
 //! a closed pipe (`annal … 2>&1 | head -3`) loses the lines, never the process.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,7 +15,6 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Writes a line to standard error, ignoring a failure (`eprintln!` would panic on a closed pipe).
 fn say(line: std::fmt::Arguments<'_>) {
-    use std::io::Write;
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
@@ -35,12 +35,10 @@ fn main() -> ExitCode {
         }
     };
     if config.help {
-        use std::io::Write;
         let _ = write!(std::io::stdout(), "{}", Config::help_text());
         return ExitCode::SUCCESS;
     }
     if config.version {
-        use std::io::Write;
         let _ = writeln!(std::io::stdout(), "annal {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }

@@ -40,6 +40,13 @@ fn leader() -> Arc<Store> {
     store
 }
 
+/// Lets the spawned writes and the leader run as far as they can.
+async fn let_run() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn last(store: &Store, stream: &str) -> i64 {
     store.stream_state(stream).unwrap().last
 }
@@ -57,9 +64,7 @@ async fn held_writes_are_pipelined_and_answered_in_order_on_release() {
     let s = store.clone();
     // A retry of the first write (same id, any version) while it waits: no second copy.
     let retry = tokio::spawn(async move { s.append_async("s", ANY, vec![ev(1)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     assert!(
         !a.is_finished() && !b.is_finished() && !retry.is_finished(),
         "nothing is answered before a quorum"
@@ -82,9 +87,7 @@ async fn held_writes_are_pipelined_and_answered_in_order_on_release() {
     store.release(first_end).unwrap();
     let ra = a.await.unwrap().unwrap();
     assert_eq!((ra.first_event_number, ra.last_event_number), (0, 0));
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     assert!(!b.is_finished() && !retry.is_finished());
     assert_eq!(last(&store, "s"), 0);
     store.release(store.log().durable()).unwrap();
@@ -100,9 +103,7 @@ async fn losing_leadership_answers_waiting_writes_with_a_commit_timeout() {
     let store = leader();
     let s = store.clone();
     let a = tokio::spawn(async move { s.append_async("t", -1, vec![ev(3)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     store.set_leading(false);
     assert_eq!(a.await.unwrap(), Err(WriteError::CommitTimeout));
     // A follower takes no writes.
@@ -131,9 +132,7 @@ async fn a_retry_in_the_same_group_as_its_original_is_idempotent_with_an_expecte
     let s = store.clone();
     let all =
         tokio::spawn(async move { s.write_all_async(vec![op(-1, 7), op(-1, 7), op(1, 9), op(1, 9)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     assert!(!all.is_finished(), "the writes wait behind the full pipeline");
     // Quorums come: the waiting groups leave, and the queued writes follow.
     for _ in 0..20 {
@@ -199,9 +198,7 @@ async fn a_leader_counts_its_synced_groups_durable_and_moves_writer_chk_at_most_
     // What the second group's sync made durable survives a power loss without writer.chk.
     let s = store.clone();
     let fourth = tokio::spawn(async move { s.append_async("s4", ANY, vec![ev(4)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     let end = store.durable_watermark().get();
     assert!(end > ends[2]);
     assert_eq!(store.log().checkpoints.writer.read(), ends[2] as i64, "adopted, not checkpointed");
@@ -292,17 +289,13 @@ async fn a_group_of_refused_writes_behind_a_waiting_group_does_not_hide_it_from_
 
     let s = store.clone();
     let first = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     let written = store.log().scan_written(0, u64::MAX).count();
     assert!(written >= 2, "the first group is written (epoch record and event)");
     // A write refused at once: its group writes nothing and waits behind the first.
     let s = store.clone();
     let refused = tokio::spawn(async move { s.append_async("s", 5, vec![ev(2)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     assert_eq!(store.durable_watermark().get(), epoch_end, "the checkpoint stage has not run yet");
     // Now the checkpoint stage runs (once per group queued).
     assert_eq!(deferred.run_all(), 2);
@@ -326,9 +319,7 @@ async fn a_former_leader_drops_the_groups_it_never_counted_when_its_new_leader_s
     let counted = store.durable_watermark().get();
     let s = store.clone();
     let w = tokio::spawn(async move { s.append_async("s", -1, vec![ev(1)]).await });
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    let_run().await;
     let frame = {
         let log = store.log();
         let mut scan = log.scan_written(counted, u64::MAX);

@@ -193,12 +193,15 @@ impl Store {
     pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<StagedReplica, StorageError> {
         let mut w = lock(&self.writer);
         let mut staged = StagedReplica { epochs: Vec::new(), closes: None };
-        // The cluster core ships the leader's records from where it counts this log's end. A
-        // node that just stopped leading may hold more: groups it wrote and synced, which it
-        // never counted durable (leadership went while they waited). They are its own,
-        // uncommitted, and no quorum counted them: they give way to the leader's records.
-        if let Ok((pos, _)) = frame_at(frames, self.log.max_body()) {
-            if pos < w.position() && pos >= self.log.committed() {
+        let mut at = 0usize;
+        while at < frames.len() {
+            let (pos, len) = frame_at(&frames[at..], self.log.max_body())
+                .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
+            // The cluster core ships the leader's records from where it counts this log's end.
+            // A node that just stopped leading may hold more: groups it wrote and synced, which
+            // it never counted durable (leadership went while they waited). They are its own,
+            // uncommitted, and no quorum counted them: they give way to the leader's records.
+            if at == 0 && pos < w.position() && pos >= self.log.committed() {
                 tracing::info!(
                     from = w.position(),
                     to = pos,
@@ -207,11 +210,6 @@ impl Store {
                 w.truncate_to(pos)?;
                 self.repoint_epoch_chk()?;
             }
-        }
-        let mut at = 0usize;
-        while at < frames.len() {
-            let (pos, len) = frame_at(&frames[at..], self.log.max_body())
-                .map_err(|e| StorageError::Io(format!("a replicated frame at offset {at}: {e}")))?;
             let frame = &frames[at..at + len];
             staged.closes = match w.append_at(pos, frame)? {
                 Record::Epoch(e) => {
