@@ -211,18 +211,8 @@ impl Rig {
         });
         let clock = SimClock::new(1_700_000_000_000_000 + (rng.gen_range(0..1_000_000i64) * 1_000_000));
         faults.set_clock(clock.clone());
-        let io_delay: Option<IoDelay> = plan.io_delay.map(|(p, max)| {
-            let r = Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x510e_0000_0000_0003));
-            let f: IoDelay = Arc::new(move || {
-                let mut r = r.lock().unwrap_or_else(|e| e.into_inner());
-                if r.gen_bool(p) {
-                    Duration::from_micros(r.gen_range(0..=max.as_micros() as u64))
-                } else {
-                    Duration::ZERO
-                }
-            });
-            f
-        });
+        let io_delay: Option<IoDelay> =
+            plan.io_delay.map(|(p, max)| random_delays(seed ^ 0x510e_0000_0000_0003, p, max));
         let tag = if nodes == 1 { "" } else { name.as_str() };
         let shared = Rc::new(Shared::new(trace, tag));
         let base_latency = Duration::from_millis(rng.gen_range(1..30));
@@ -548,6 +538,20 @@ impl Rig {
         }
         None
     }
+}
+
+/// Delays drawn from their own stream seeded by `seed`: with probability `p`, up to `max`
+/// (uniform); otherwise none. Slow I/O, and the recovery scenario's late side-lane jobs.
+pub fn random_delays(seed: u64, p: f64, max: Duration) -> IoDelay {
+    let r = Mutex::new(ChaCha8Rng::seed_from_u64(seed));
+    Arc::new(move || {
+        let mut r = r.lock().unwrap_or_else(|e| e.into_inner());
+        if r.gen_bool(p) {
+            Duration::from_micros(r.gen_range(0..=max.as_micros() as u64))
+        } else {
+            Duration::ZERO
+        }
+    })
 }
 
 /// `config` for the cluster member `name`: its HTTP and replication endpoints on its own address

@@ -435,18 +435,11 @@ pub fn run(opts: &Options) -> RunResult {
     let survivor = opts.scenario == Scenario::Survivor;
     // The recovery scenario runs its pipelines' stages late now and then (one in eight, by up to
     // 40 ms), so that syncs and wake-ups meet elections, truncations and restarts in every order.
-    annal::env::sim::late_jobs(survivor.then(|| {
-        let rng = std::sync::Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x1a7e_0000_0000_000e));
-        let late: annal::env::sim::IoDelay = std::sync::Arc::new(move || {
-            let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
-            if r.gen_ratio(1, 8) {
-                Duration::from_micros(r.gen_range(0..40_000))
-            } else {
-                Duration::ZERO
-            }
-        });
-        late
-    }));
+    annal::env::sim::late_jobs(
+        survivor.then(|| {
+            crate::rig::random_delays(seed ^ 0x1a7e_0000_0000_000e, 0.125, Duration::from_millis(40))
+        }),
+    );
     let mut rounds = survivor.then(|| crate::survivor::Rounds::new(seed, opts.duration));
     if opts.cluster && !survivor {
         for (t, f) in crate::network::plan(seed, &names, opts.duration) {
