@@ -20,7 +20,16 @@ use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use annal::buggify::{set_bugs, Bug};
+#[cfg(feature = "sim")]
+use annal::buggify::set_bugs;
+use annal::buggify::Bug;
+
+/// Without `sim` (the production build) the core has no bug switches: the properties are checked
+/// on the core users run, and the bug-switch tests below are left out.
+#[cfg(not(feature = "sim"))]
+fn set_bugs(bugs: &[Bug]) {
+    assert!(bugs.is_empty(), "bug switches need the sim feature");
+}
 use annal::cluster::core::{Core, Effect, Envelope, Epoch, Input, Msg, NodeId, Persisted, Settings};
 use bytes::Bytes;
 use stateright::{Checker, Model, Property};
@@ -490,12 +499,14 @@ fn deep() {
     }
 }
 
+#[cfg(feature = "sim")]
 fn caught(bug: Bug, property: &'static str, budget: Budget, search: Search) {
     let c = check(budget, vec![bug], search, 3_000_000);
     let path = c.discovery(property);
     assert!(path.is_some(), "{bug:?} is not caught by {property:?} ({} states)", c.unique_state_count());
 }
 
+#[cfg(feature = "sim")]
 #[test]
 fn a_vote_not_made_durable_is_caught() {
     caught(
@@ -506,6 +517,7 @@ fn a_vote_not_made_durable_is_caught() {
     );
 }
 
+#[cfg(feature = "sim")]
 #[test]
 fn acknowledging_before_a_quorum_is_caught() {
     caught(
@@ -516,6 +528,7 @@ fn acknowledging_before_a_quorum_is_caught() {
     );
 }
 
+#[cfg(feature = "sim")]
 #[test]
 fn a_kept_divergent_tail_is_caught() {
     caught(
@@ -526,6 +539,7 @@ fn a_kept_divergent_tail_is_caught() {
     );
 }
 
+#[cfg(feature = "sim")]
 #[test]
 fn a_follower_publishing_uncommitted_records_is_caught() {
     caught(

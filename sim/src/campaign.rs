@@ -290,3 +290,49 @@ pub fn meta(opts: &Options) -> Result<usize, String> {
         b.failures
     ))
 }
+
+/// The quick suite the root package's `cargo test --features sim` runs (sized for a debug build
+/// on 2 cores: about 40 s there, 3 s in release): the single-node corpus and `ANNAL_SIM_QUICK_SEEDS`
+/// fresh seeds (default 40), three seeds on three node hosts, the cluster corpus and
+/// `ANNAL_SIM_CLUSTER_SEEDS` fresh seeds on a cluster of three (default 3), and
+/// `ANNAL_SIM_MAINTENANCE_SEEDS` seeds (default 4) of the backup, redaction and subscription
+/// scenarios. Fresh seeds start at 300, after the long campaign's range. Prints each part's line
+/// and every failing seed's report; returns the seeds that ran conclusively, or the failing ones.
+pub fn quick_suite() -> Result<u64, Vec<u64>> {
+    let env = |name: &str, default: u64| -> u64 {
+        std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    };
+    let n = env("ANNAL_SIM_QUICK_SEEDS", 40);
+    let seeds = with_corpus(300..300 + n);
+    let single = run_and_report(&seeds, Options::quick);
+    show(&single.line("simulator: corpus and quick campaign", seeds.len()));
+    let three: Vec<u64> = (300..303).collect();
+    let multi = run_and_report(&three, Options::three_nodes);
+    show(&multi.line("simulator: three node hosts", three.len()));
+    let c = env("ANNAL_SIM_CLUSTER_SEEDS", 3);
+    let cluster_seeds = with_corpus_of(Some(3), 300..300 + c);
+    let cluster = run_and_report(&cluster_seeds, |s| Options::cluster(s, 3));
+    show(&cluster.line("simulator: clusters of three (corpus and fresh seeds)", cluster_seeds.len()));
+    let m = env("ANNAL_SIM_MAINTENANCE_SEEDS", 4);
+    let maint: Vec<u64> = (300..300 + m).collect();
+    let backups = run_and_report(&maint, |s| Options::with_scenario(s, Scenario::Backup));
+    show(&backups.line("simulator: backups restored and checked", maint.len()));
+    let redactions = run_and_report(&maint, |s| Options::with_scenario(s, Scenario::Redact));
+    show(&redactions.line("simulator: redactions with crashes at every step", maint.len()));
+    let subs = run_and_report(&maint, |s| Options::with_scenario(s, Scenario::Subs));
+    show(&subs.line("simulator: persistent subscription consumers", maint.len()));
+    let failed: Vec<u64> = single
+        .failed
+        .iter()
+        .chain(&multi.failed)
+        .chain(&cluster.failed)
+        .chain(&backups.failed)
+        .chain(&redactions.failed)
+        .chain(&subs.failed)
+        .map(|r| r.options.seed)
+        .collect();
+    if !failed.is_empty() {
+        return Err(failed);
+    }
+    Ok(single.passed + multi.passed + cluster.passed + backups.passed + redactions.passed + subs.passed)
+}

@@ -46,6 +46,10 @@
 //! scenario's producer and final reads), [`survivor`] (the recovery scenario's rounds), [`shared`] (trace and
 //! per-host state of a run), [`panics`] (catching panics), [`campaign`] (seeds, corpus, canary).
 
+// Without its `sim` feature (how the root package's production test build sees it) the crate
+// is empty: everything here runs on annal's simulated Env.
+#![cfg(feature = "sim")]
+
 pub mod campaign;
 pub mod checker;
 pub mod client;

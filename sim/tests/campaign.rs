@@ -9,6 +9,8 @@
 //! `ANNAL_SIM_SEEDS=N` changes the number of campaign seeds (default 300). The root package's
 //! `cargo test --features sim` runs a smaller campaign of other seeds (`tests/sim_seeds.rs`).
 
+#![cfg(feature = "sim")]
+
 use annal::buggify::Bug;
 use annal_sim::campaign::{bug_seeds, meta, run_and_report, show, with_corpus, with_scenario_corpus};
 use annal_sim::{Options, Scenario};
