@@ -316,6 +316,8 @@ impl Node {
         self.subscriptions().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
         let weak = Arc::downgrade(self);
         self.projections().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));
+        // Each member scavenges its own copy; the history and new points go through the leader.
+        self.scavenger().route_shared_writes(crate::http::admin::ClusterLeader::new(self));
         let node = Arc::downgrade(self);
         let env = self.env.clone();
         self.env.rt.spawn(Box::pin(async move {

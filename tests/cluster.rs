@@ -410,6 +410,109 @@ fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
     assert_eq!(until_count(procs[victim].http, "kept", 1503).len(), 1503);
 }
 
+/// Chunk files a scavenge rewrote (a version past `.000000`) in a node's directory.
+fn scavenged_chunks(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.starts_with("chunk-") && !name.ends_with(".000000")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The event types and data of `$scavenges-{id}` as node `port` serves them.
+fn scavenge_history(port: u16, id: &str) -> Option<Vec<(String, serde_json::Value)>> {
+    let r = request(
+        port,
+        "GET",
+        &format!("/streams/$scavenges-{id}/0/forward/100?embed=body"),
+        &[("Accept", "application/json")],
+        "",
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    let mut out: Vec<(i64, String, serde_json::Value)> = v["entries"]
+        .as_array()?
+        .iter()
+        .map(|e| {
+            let data = e["data"].as_str().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
+            (e["eventNumber"].as_i64().unwrap_or(-1), e["eventType"].as_str().unwrap_or("").to_owned(), data)
+        })
+        .collect();
+    out.sort_by_key(|(n, _, _)| *n);
+    Some(out.into_iter().map(|(_, t, d)| (t, d)).collect())
+}
+
+#[test]
+fn every_member_scavenges_its_own_copy_and_records_its_history_through_the_leader() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 1);
+    let leader = master(&procs);
+    let port = procs[leader].http;
+    for _ in 0..15 {
+        assert_eq!(append_batch(port, "gone", 100, 1000), Some(201));
+        assert_eq!(append_batch(port, "kept", 100, 1000), Some(201));
+    }
+    assert_eq!(request(port, "DELETE", "/streams/gone", &[], "").map(|r| r.status), Some(204));
+    assert_eq!(append(port, "kept", 1500), Some(201));
+    // The followers and the read-only replica first, then the leader: each scavenges its copy.
+    let mut order: Vec<usize> = (0..4).filter(|&i| i != leader).collect();
+    order.push(leader);
+    for &i in &order {
+        let node = procs[i].http;
+        until_count(node, "kept", 1501);
+        // Throttled (a rest of at least a second after each chunk), so the run is still going
+        // when `current` is asked.
+        let r = wait("a scavenge to start", Duration::from_secs(30), || {
+            request(node, "POST", "/admin/scavenge?threshold=-1&throttlePercent=50", &[], "")
+                .filter(|r| r.status != 503)
+        });
+        assert_eq!(r.status, 200, "node {i}: {} {}", r.headers, r.body);
+        let id = serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["scavengeId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let current = request(node, "GET", "/admin/scavenge/current", &[], "").unwrap();
+        assert!(current.body.contains(&id), "node {i} shows its running scavenge: {}", current.body);
+        wait("the scavenge to finish", Duration::from_secs(120), || {
+            let r = request(node, "GET", "/admin/scavenge/current", &[], "")?;
+            r.body.contains(r#""scavengeId":"""#).then_some(())
+        });
+        assert!(scavenged_chunks(&procs[i].dir) > 0, "node {i} rewrote its chunks");
+        // Its history, written through the leader, is on the node itself and on the leader.
+        for at in [node, port] {
+            let h = wait("the scavenge's history", Duration::from_secs(30), || {
+                scavenge_history(at, &id).filter(|h| h.iter().any(|(t, _)| t == "$scavengeCompleted"))
+            });
+            assert_eq!(h.first().map(|(t, _)| t.as_str()), Some("$scavengeStarted"), "node {i}: {h:?}");
+            let (_, done) = h.last().unwrap();
+            assert_eq!(done["result"], "Success", "node {i}: {h:?}");
+            let endpoint = done["nodeEndpoint"].as_str().unwrap_or("");
+            assert!(endpoint.ends_with(&format!(":{node}")), "node {i} names itself: {h:?}");
+            assert!(done["spaceSaved"].as_i64().unwrap_or(0) > 0, "node {i} reclaimed space: {h:?}");
+        }
+        let gone = request(node, "GET", "/streams/gone", &[("Accept", "application/json")], "").unwrap();
+        assert_eq!(gone.status, 404, "node {i}");
+        assert_eq!(events(node, "kept").map(|e| e.len()), Some(1501), "node {i} kept every live event");
+    }
+    // With no leader, a member's scavenge cannot record its history: a clear 503, nothing runs.
+    let survivor = (leader + 1) % 3;
+    for (i, p) in procs.iter_mut().enumerate() {
+        if i != survivor {
+            p.kill();
+        }
+    }
+    let r = request(procs[survivor].http, "POST", "/admin/scavenge", &[], "").unwrap();
+    assert_eq!(r.status, 503, "{} {}", r.headers, r.body);
+    let status_line = r.headers.lines().next().unwrap_or("");
+    assert!(status_line.contains("leader"), "the reason names the missing leader: {status_line}");
+    let current = request(procs[survivor].http, "GET", "/admin/scavenge/current", &[], "").unwrap();
+    assert!(current.body.contains(r#""scavengeId":"""#), "nothing runs: {}", current.body);
+}
+
 /// Runs the `annal` binary's maintenance command `args`; panics with its output on failure.
 fn annal_tool(args: &[String]) {
     let out = Command::new(env!("CARGO_BIN_EXE_annal")).args(args).output().unwrap();

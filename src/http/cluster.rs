@@ -23,6 +23,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::area::admin::AdminRoute;
 use super::area::node::NodeRoute;
 use super::area::streams::StreamRoute;
 use super::reply::Reply;
@@ -36,8 +37,8 @@ use crate::cluster::VNodeState;
 fn writes(route: &Route, method: &Method) -> bool {
     match route {
         Route::Node(_) => false,
-        // Each node scavenges and merges its own copy (on a follower, `syncOnly=true` scavenges
-        // to the newest point the leader wrote).
+        // Each node scavenges and merges its own copy; its history and new points reach the
+        // leader as shared writes (leader-only, below).
         Route::Admin(_) => false,
         Route::Users(_) => *method != Method::GET,
         Route::Streams(r) => matches!(
@@ -67,8 +68,12 @@ const FORWARD_SLACK: Duration = Duration::from_secs(5);
 pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let cluster = api.node.cluster()?;
     // Persistent subscriptions and projections run on the leader only: every request to them
-    // goes there.
-    let leader_only = matches!(route, Route::Node(NodeRoute::Subscriptions(_) | NodeRoute::Projections(_)));
+    // goes there; so do a scavenge's shared writes.
+    let leader_only = matches!(
+        route,
+        Route::Node(NodeRoute::Subscriptions(_) | NodeRoute::Projections(_))
+            | Route::Admin(AdminRoute::ScavengeShared)
+    );
     if !leader_only && matches!(route, Route::Node(_) | Route::Admin(_)) {
         return None;
     }
@@ -162,14 +167,42 @@ async fn exchange(api: &Api, req: &Req, to: SocketAddr) -> std::io::Result<Reply
     }
     out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
     out.extend_from_slice(&body);
+    send(&api.node, to, &out).await
+}
+
+/// Sends a node's own `POST` of `body` (JSON) to `path` on the leader at `to`, with the
+/// `Authorization` header `authorization` when given, and returns the leader's answer.
+pub async fn post(
+    node: &crate::node::Node,
+    to: SocketAddr,
+    path: &str,
+    authorization: Option<&[u8]>,
+    body: &[u8],
+) -> std::io::Result<Reply> {
+    let mut out = format!(
+        "POST {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+    )
+    .into_bytes();
+    if let Some(a) = authorization {
+        out.extend_from_slice(b"Authorization: ");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    send(node, to, &out).await
+}
+
+/// Writes the whole request `out` to the leader at `to` on a new connection and reads its answer.
+async fn send(node: &crate::node::Node, to: SocketAddr, out: &[u8]) -> std::io::Result<Reply> {
     // With TLS the leader is dialled as a node: its certificate must chain to the trusted roots,
     // name its address and carry the reserved common name.
-    let transport = match api.node.tls() {
+    let transport = match node.tls() {
         Some(tls) => crate::tls::peer::Transport::Tls(tls.clone()),
         None => crate::tls::peer::Transport::Plain,
     };
-    let mut conn = crate::tls::peer::connect(api.node.env(), &transport, to).await?;
-    conn.write_all(&out).await?;
+    let mut conn = crate::tls::peer::connect(node.env(), &transport, to).await?;
+    conn.write_all(out).await?;
     conn.flush().await?;
     let mut raw = Vec::new();
     let mut buf = vec![0u8; 64 << 10];

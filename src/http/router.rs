@@ -97,7 +97,7 @@ impl Route {
         match self {
             Route::Node(NodeRoute::GossipPost) => Some(super::node_info::GOSSIP_BODY_MAX),
             Route::Node(r) => r.body_limit(),
-            Route::Admin(_) => None,
+            Route::Admin(r) => r.body_limit(),
             Route::Users(r) => r.body_limit(),
             Route::Streams(r) => r.body_limit(max_append),
         }

@@ -21,18 +21,18 @@
 
 pub mod db;
 pub mod plan;
+pub mod shared;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use self::db::{DbError, Phase, Point, Run, ScavengeDb};
+use self::shared::{Credentials, Leader, SharedWrite, Written};
 use crate::env::Env;
 use crate::log::record::Record;
-use crate::store::{StorageError, Store, WriteError, WriteOp, ANY, SCAVENGE_POINTS};
+use crate::store::{StorageError, Store, WriteError, SCAVENGE_POINTS};
 
 /// Scavenge settings from the node's options.
 #[derive(Clone, Debug)]
@@ -72,6 +72,10 @@ impl Default for StartOptions {
 pub const THREADS_MAX: u32 = 4;
 /// Shortest throttle rest.
 const THROTTLE_REST_MIN: Duration = Duration::from_secs(1);
+/// How long a node waits to read back a scavenge point the leader wrote for it (v5: 30 × 1 s).
+pub const POINT_ARRIVAL_MAX: Duration = Duration::from_secs(30);
+/// Between looks for that point.
+const POINT_ARRIVAL_POLL: Duration = Duration::from_millis(100);
 
 /// Scavenge failures.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +95,13 @@ pub enum ScavengeError {
     /// The scavenge database failed.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The run's shared records (history, a new point) cannot be written: no leader is known or
+    /// it cannot be reached.
+    #[error("{0}")]
+    NoLeader(String),
+    /// The leader refused a shared write (its status code and reason).
+    #[error("the leader refused the scavenge's write: {1}")]
+    LeaderRefused(u16, String),
 }
 
 impl From<crate::index::IndexError> for ScavengeError {
@@ -103,6 +114,11 @@ impl From<WriteError> for ScavengeError {
     fn from(e: WriteError) -> Self {
         match e {
             WriteError::Storage(s) => ScavengeError::Storage(s),
+            WriteError::NotLeader => ScavengeError::NoLeader(
+                "this node is not the leader (any more): the scavenge's shared records go through \
+                 the leader"
+                    .into(),
+            ),
             other => ScavengeError::Storage(StorageError::Io(other.to_string())),
         }
     }
@@ -140,6 +156,8 @@ pub struct Scavenger {
     cfg: ScavengeConfig,
     db: Mutex<ScavengeDb>,
     current: Mutex<Option<Running>>,
+    /// Where shared writes go in a cluster (unset: this node writes them, a single node).
+    leader: std::sync::OnceLock<Arc<dyn Leader>>,
     /// Live figures.
     pub progress: Progress,
 }
@@ -169,6 +187,7 @@ impl Scavenger {
             cfg,
             db: Mutex::new(db),
             current: Mutex::new(None),
+            leader: std::sync::OnceLock::new(),
             progress: Progress::default(),
         }))
     }
@@ -199,8 +218,26 @@ impl Scavenger {
         lock(&self.current).as_ref().filter(|r| !*r.done.borrow()).map(|r| r.id.clone())
     }
 
-    /// Starts (or resumes) a scavenge and returns its id.
+    /// Sends this node's shared writes (history, new points) through `leader` from now on: a
+    /// cluster node's, which leads only some of the time.
+    pub fn route_shared_writes(&self, leader: Arc<dyn Leader>) {
+        let _ = self.leader.set(leader);
+    }
+
+    /// Starts (or resumes) a scavenge and returns its id (a single node's, or a start without
+    /// credentials to present to a leader).
     pub async fn start(self: &Arc<Self>, opts: StartOptions) -> Result<String, ScavengeError> {
+        self.start_by(opts, None).await
+    }
+
+    /// Starts (or resumes) a scavenge for the holder of `credentials` and returns its id once
+    /// `$scavengeStarted` is written: a start whose history cannot be written (no leader) fails
+    /// here rather than after an answer that said it began.
+    pub async fn start_by(
+        self: &Arc<Self>,
+        opts: StartOptions,
+        credentials: Credentials,
+    ) -> Result<String, ScavengeError> {
         Self::validate(&opts)?;
         let (done_tx, done_rx) = tokio::sync::watch::channel(false);
         let stop = Arc::new(AtomicBool::new(false));
@@ -213,13 +250,20 @@ impl Scavenger {
             *cur = Some(Running { id: id.clone(), stop: stop.clone(), done: done_rx });
             id
         };
+        let started = serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint});
+        if let Err(e) = self.history(&id, "$scavengeStarted", started, true, &credentials).await {
+            tracing::warn!(scavenge = %id, error = %e, "a scavenge could not start: its history cannot be written");
+            done_tx.send_replace(true);
+            return Err(e);
+        }
         let me = self.clone();
         let run_id = id.clone();
         self.env.rt.spawn(Box::pin(async move {
             let started = me.env.clock.monotonic();
-            let result = me.run(&run_id, opts, &stop).await;
+            let mut cleaned = None;
+            let result = me.run(&run_id, opts, &stop, &credentials, &mut cleaned).await;
             let took = me.env.clock.monotonic() - started;
-            me.finish(&run_id, &result, took).await;
+            me.finish(&run_id, &result, took, cleaned, &credentials).await;
             done_tx.send_replace(true);
         }));
         Ok(id)
@@ -262,6 +306,8 @@ impl Scavenger {
         id: &str,
         opts: StartOptions,
         stop: &Arc<AtomicBool>,
+        credentials: &Credentials,
+        cleaned: &mut Option<u64>,
     ) -> Result<Outcome, ScavengeError> {
         // Choose the point: resume, an unreached point, or a new one.
         let resume = lock(&self.db).state.run.clone();
@@ -280,15 +326,9 @@ impl Scavenger {
                         return Ok(Outcome::Success);
                     }
                     _ => {
-                        let threshold = opts.threshold;
-                        self.blocking(move |s| {
-                            s.store.write(WriteOp::ScavengePoint { threshold })?;
-                            Ok(())
-                        })
-                        .await?;
-                        self.blocking(|s| s.latest_point()).await?.ok_or(ScavengeError::Storage(
-                            StorageError::Io("the new scavenge point cannot be read back".into()),
-                        ))?
+                        let point = SharedWrite::Point { threshold: opts.threshold };
+                        let written = self.shared(point, credentials).await?;
+                        self.point_arrival(written.event_number).await?
                     }
                 };
                 Run {
@@ -307,13 +347,6 @@ impl Scavenger {
             db.state.run = Some(run);
             db.save()?;
         }
-        self.history(
-            id,
-            "$scavengeStarted",
-            serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint}),
-            true,
-        )
-        .await?;
         loop {
             if stop.load(Ordering::SeqCst) {
                 return Ok(Outcome::Stopped);
@@ -330,7 +363,7 @@ impl Scavenger {
                 }
                 Some(Phase::Calculating) => self.blocking(|s| s.calculate()).await?,
                 Some(Phase::Executing { .. }) => {
-                    if !self.execute(id, opts, stop).await? {
+                    if !self.execute(id, opts, stop, credentials).await? {
                         return Ok(Outcome::Stopped);
                     }
                 }
@@ -346,15 +379,32 @@ impl Scavenger {
                         })
                         .await?;
                     for e in events {
-                        self.history(id, "$scavengeMergeCompleted", e, false).await?;
+                        self.history(id, "$scavengeMergeCompleted", e, false, credentials).await?;
                     }
                 }
                 Some(Phase::Indexing) => {
                     let ev = self.blocking(|s| s.execute_index()).await?;
-                    self.history(id, "$scavengeIndexCompleted", ev, false).await?;
+                    self.history(id, "$scavengeIndexCompleted", ev, false, credentials).await?;
                 }
-                Some(Phase::Cleaning) => self.blocking(|s| s.clean()).await?,
+                Some(Phase::Cleaning) => *cleaned = Some(self.blocking(|s| s.clean()).await?),
             }
+        }
+    }
+
+    /// The scavenge point numbered `number` (or a later one), once this node has it: at once on
+    /// the leader that wrote it, after replication on a follower (at most [`POINT_ARRIVAL_MAX`]).
+    async fn point_arrival(self: &Arc<Self>, number: i64) -> Result<Point, ScavengeError> {
+        let deadline = self.env.clock.monotonic() + POINT_ARRIVAL_MAX;
+        loop {
+            if let Some(p) = self.blocking(|s| s.latest_point()).await?.filter(|p| p.number >= number) {
+                return Ok(p);
+            }
+            if self.env.clock.monotonic() >= deadline {
+                return Err(ScavengeError::Storage(StorageError::Io(format!(
+                    "the new scavenge point (number {number}) did not reach this node within {POINT_ARRIVAL_MAX:?}"
+                ))));
+            }
+            self.env.rt.sleep(POINT_ARRIVAL_POLL).await;
         }
     }
 
@@ -522,6 +572,7 @@ impl Scavenger {
         id: &str,
         opts: StartOptions,
         stop: &Arc<AtomicBool>,
+        credentials: &Credentials,
     ) -> Result<bool, ScavengeError> {
         let (todo, threshold) = {
             let db = lock(&self.db);
@@ -588,6 +639,7 @@ impl Scavenger {
                             "timeTaken": timespan(took), "wasScavenged": was, "spaceSaved": saved,
                             "nodeEndpoint": self.cfg.node_endpoint, "errorMessage": ""}),
                         false,
+                        credentials,
                     )
                     .await?;
                 }
@@ -719,8 +771,11 @@ impl Scavenger {
     }
 
     /// Cleaning: the point is reached; drop the run's state.
-    fn clean(&self) -> Result<(), ScavengeError> {
+    /// Ends the run: drops its state and records its point as reached. Returns the bytes the run
+    /// reclaimed.
+    fn clean(&self) -> Result<u64, ScavengeError> {
         let mut db = lock(&self.db);
+        let saved = db.state.run.as_ref().map_or(0, |r| r.space_saved);
         if let Some(run) = db.state.run.take() {
             // Facts of streams whose tombstone is kept stay (they keep discarding their metastream);
             // chunk timestamp ranges of chunks below the point are no longer needed.
@@ -731,11 +786,19 @@ impl Scavenger {
         }
         db.save()?;
         self.progress.runs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(saved)
     }
 
-    async fn finish(self: &Arc<Self>, id: &str, result: &Result<Outcome, ScavengeError>, took: Duration) {
-        let saved = lock(&self.db).state.run.as_ref().map(|r| r.space_saved).unwrap_or(0);
+    async fn finish(
+        self: &Arc<Self>,
+        id: &str,
+        result: &Result<Outcome, ScavengeError>,
+        took: Duration,
+        cleaned: Option<u64>,
+        credentials: &Credentials,
+    ) {
+        // A run that reached its end dropped its state: `cleaned` is what it reclaimed.
+        let saved = cleaned.or_else(|| lock(&self.db).state.run.as_ref().map(|r| r.space_saved)).unwrap_or(0);
         let (res, err) = match result {
             Ok(Outcome::Success) => ("Success", String::new()),
             Ok(Outcome::Stopped) => ("Stopped", String::new()),
@@ -747,7 +810,7 @@ impl Scavenger {
         }
         let data = serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint, "result": res,
             "error": err, "timeTaken": timespan(took), "spaceSaved": saved, "maxChunkScavenged": -1});
-        if let Err(e) = self.history(id, "$scavengeCompleted", data, true).await {
+        if let Err(e) = self.history(id, "$scavengeCompleted", data, true, credentials).await {
             tracing::warn!(error = %e, "could not write the scavenge completion event");
         }
     }
@@ -759,39 +822,29 @@ impl Scavenger {
         ty: &'static str,
         data: serde_json::Value,
         linked: bool,
+        credentials: &Credentials,
     ) -> Result<(), ScavengeError> {
-        let stream = format!("$scavenges-{id}");
+        let w = SharedWrite::History { scavenge_id: id.to_owned(), event_type: ty.to_owned(), data, linked };
+        self.shared(w, credentials).await.map(|_| ())
+    }
+
+    /// Writes `w` where the cluster's shared records go: through the leader when the node set one
+    /// ([`Scavenger::route_shared_writes`]), else to this node's store.
+    async fn shared(
+        self: &Arc<Self>,
+        w: SharedWrite,
+        credentials: &Credentials,
+    ) -> Result<Written, ScavengeError> {
+        if let Some(leader) = self.leader.get() {
+            return leader.write(w, credentials.clone()).await;
+        }
+        self.apply_shared(w).await
+    }
+
+    /// Writes `w` to this node's store (a single node, or the leader answering a member).
+    pub async fn apply_shared(self: &Arc<Self>, w: SharedWrite) -> Result<Written, ScavengeError> {
         let days = self.cfg.history_max_age_days;
-        self.blocking(move |s| {
-            let meta = Bytes::from(
-                serde_json::json!({"$maxAge": days * 86_400, "$acl": {"$r": "$ops"}}).to_string(),
-            );
-            for st in [stream.as_str(), "$scavenges"] {
-                if s.store.stream_state(&format!("$${st}"))?.last < 0 {
-                    s.store.set_metadata(st, ANY, *s.env.new_uuid().as_bytes(), meta.clone())?;
-                }
-            }
-            let ev = crate::store::NewEvent {
-                id: *s.env.new_uuid().as_bytes(),
-                event_type: ty.into(),
-                data: Bytes::from(data.to_string()),
-                metadata: Bytes::new(),
-                is_json: true,
-            };
-            let w = s.store.append(&stream, ANY, vec![ev])?;
-            if linked {
-                let link = crate::store::NewEvent {
-                    id: *s.env.new_uuid().as_bytes(),
-                    event_type: "$>".into(),
-                    data: Bytes::from(format!("{}@{stream}", w.first_event_number)),
-                    metadata: Bytes::new(),
-                    is_json: false,
-                };
-                s.store.append("$scavenges", ANY, vec![link])?;
-            }
-            Ok(())
-        })
-        .await
+        self.blocking(move |s| w.apply(&s.env, &s.store, days)).await
     }
 
     /// Bytes of the scavenge database file.

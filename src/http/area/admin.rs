@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use http::Method;
 
+use super::super::media::Media;
 use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
@@ -20,6 +21,9 @@ pub enum AdminRoute {
     ScavengeCurrent,
     /// `DELETE /admin/scavenge/{id}` (or `current`).
     ScavengeStop(String),
+    /// `POST /admin/scavenge/shared`: a member's scavenge asks the leader to write one of its
+    /// shared records (history, a new point). Annal's own; v5 members use their internal protocol.
+    ScavengeShared,
     /// `POST /admin/mergeindexes`.
     MergeIndexes,
     /// `POST /admin/shutdown`.
@@ -41,6 +45,9 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
             if *id == "current" {
                 add(Method::GET, AdminRoute::ScavengeCurrent);
             }
+            if *id == "shared" {
+                add(Method::POST, AdminRoute::ScavengeShared);
+            }
             add(Method::DELETE, AdminRoute::ScavengeStop((*id).to_owned()));
         }
         ["admin", "mergeindexes"] => add(Method::POST, AdminRoute::MergeIndexes),
@@ -53,9 +60,21 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
 }
 
 impl AdminRoute {
-    /// The route's requirements: every admin route is for `$ops` and takes and gives no body.
+    /// The route's requirements: every admin route is for `$ops`; all but a shared write of a
+    /// scavenge (JSON) take no body.
     pub fn spec(&self) -> Spec {
-        Spec::new(Level::Ops, &[], &[])
+        match self {
+            AdminRoute::ScavengeShared => Spec::new(Level::Ops, &[Media::Json], &[]),
+            _ => Spec::new(Level::Ops, &[], &[]),
+        }
+    }
+
+    /// The largest body the route reads, `None` for a route that takes none.
+    pub fn body_limit(&self) -> Option<usize> {
+        match self {
+            AdminRoute::ScavengeShared => Some(admin::SHARED_WRITE_BODY_MAX),
+            _ => None,
+        }
     }
 }
 
@@ -65,6 +84,7 @@ pub async fn dispatch(api: &Arc<Api>, route: AdminRoute, req: &mut Req) -> Reply
         AdminRoute::ScavengeStart => admin::start(api, req).await,
         AdminRoute::ScavengeCurrent => admin::current(api),
         AdminRoute::ScavengeStop(id) => admin::stop(api, &id).await,
+        AdminRoute::ScavengeShared => admin::shared_write(api, req).await,
         AdminRoute::MergeIndexes => admin::merge_indexes(api),
         AdminRoute::Shutdown => node_info::shutdown(api),
         AdminRoute::Resign => node_info::resign(api),
