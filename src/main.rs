@@ -45,6 +45,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // A line that cannot be written is dropped: reporting that failure on the same closed
         // stderr would panic the task that logged (the signal handler's, for one), and the
         // node would never shut down.

@@ -43,6 +43,23 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
+        // The suite reports every election a node won (past the harness's capture), so a run on
+        // a busy machine shows whether load caused elections a quiet one does not have.
+        let won = std::fs::read_to_string(self.dir.with_extension("log"))
+            .map(|log| {
+                log.lines()
+                    .filter(|l| {
+                        l.contains("node state changed")
+                            && (l.contains("to=\"Master\"") || l.contains("to=Master"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if won > 0 {
+            use std::io::Write;
+            let test = std::thread::current().name().unwrap_or("?").to_owned();
+            let _ = writeln!(std::io::stderr(), "elections: node :{} won {won} in {test}", self.http);
+        }
     }
 }
 
@@ -56,6 +73,12 @@ fn new_id() -> String {
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The nodes' election timeout when `CLUSTER_ELECTION_TIMEOUT_MS` sets one (else the node's
+/// default): for a machine slower than any the defaults were chosen for.
+fn election_timeout_ms() -> Option<u64> {
+    std::env::var("CLUSTER_ELECTION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok())
 }
 
 /// Starts `n` voting nodes (plus `replicas` read-only replicas) in `root`.
@@ -82,6 +105,9 @@ fn cluster(root: &Path, n: usize, replicas: usize) -> Vec<Proc> {
         ];
         if i >= n {
             args.push("--read-only-replica".into());
+        }
+        if let Some(ms) = election_timeout_ms() {
+            args.extend(["--leader-election-timeout-ms".into(), ms.to_string()]);
         }
         let mut p = Proc { child: None, http: *http, repl: *repl, dir, args };
         p.spawn();
@@ -408,6 +434,46 @@ fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
     // And it keeps following: a new write reaches it.
     assert_eq!(append(port, "kept", 1502), Some(201));
     assert_eq!(until_count(procs[victim].http, "kept", 1503).len(), 1503);
+}
+
+/// Sends `sig` to a node's process.
+fn signal(p: &Proc, sig: i32) {
+    if let Some(c) = &p.child {
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        unsafe { libc::kill(c.id() as i32, sig) };
+    }
+}
+
+#[test]
+fn a_leader_that_cannot_take_writes_does_not_say_it_is_master() {
+    let root = tempfile::tempdir().unwrap();
+    let procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    let port = procs[leader].http;
+    assert_eq!(append(port, "s", 0), Some(201));
+    // With both followers stopped, the leader's lease runs out: it may have been replaced
+    // without knowing it, so it takes no write, and it must not say it is master either.
+    for (i, p) in procs.iter().enumerate() {
+        if i != leader {
+            signal(p, libc::SIGSTOP);
+        }
+    }
+    let refused = wait("a write refused by the leader", Duration::from_secs(30), || {
+        append_full(port, "s", 1).filter(|r| r.status == 503)
+    });
+    let said = state(port);
+    assert_ne!(said.as_deref(), Some("master"), "refused a write ({}) yet says master", refused.status);
+    for (i, p) in procs.iter().enumerate() {
+        if i != leader {
+            signal(p, libc::SIGCONT);
+        }
+    }
+    // Once a quorum answers again, whoever says master takes the write.
+    let l = master(&procs);
+    let r = wait("a write taken by the node that says master", Duration::from_secs(30), || {
+        append_full(procs[l].http, "s", 1).filter(|r| r.status != 503)
+    });
+    assert_eq!(r.status, 201, "{} {}", r.headers, r.body);
 }
 
 /// Chunk files a scavenge rewrote (a version past `.000000`) in a node's directory.
@@ -844,12 +910,6 @@ fn writes_resume_after_every_recovery() {
         .collect();
     let pause = |rng: &mut rand_chacha::ChaCha8Rng, lo: u64, hi: u64| {
         std::thread::sleep(Duration::from_millis(rng.gen_range(lo..hi)));
-    };
-    let signal = |p: &Proc, sig: i32| {
-        if let Some(c) = &p.child {
-            // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-            unsafe { libc::kill(c.id() as i32, sig) };
-        }
     };
     // A leader is elected within this after each recovery, and a write acknowledged within
     // `ACK_WITHIN` of that.

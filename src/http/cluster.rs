@@ -33,6 +33,26 @@ use super::wire::Body;
 use super::Api;
 use crate::cluster::VNodeState;
 
+/// The state a cluster node serves as, and says it is (`/info`, `Node::leads`): the core's,
+/// except that a leader that cannot take a write now is `PreMaster` (elected, not confirmed), so
+/// a node never advertises a role it cannot serve. A leader cannot take writes while its lease
+/// has run out (it has not heard from a quorum within an election timeout, so it may have been
+/// replaced without knowing it yet) or while its store has not published all its quorum
+/// committed (its reads would be stale).
+pub fn serving_state(node: &crate::node::Node, st: &crate::cluster::shell::Status) -> VNodeState {
+    match st.state {
+        VNodeState::Master => {
+            let leased = st.lease_until.is_some_and(|t| t > node.env().clock.monotonic());
+            if leased && node.store().published_all() {
+                VNodeState::Master
+            } else {
+                VNodeState::PreMaster
+            }
+        }
+        other => other,
+    }
+}
+
 /// Whether a route writes (and so needs the leader).
 fn writes(route: &Route, method: &Method) -> bool {
     match route {
@@ -80,16 +100,8 @@ pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
     let st = cluster.status();
     let not_ready =
         || Some(Gate::Answer(Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")));
-    match st.state {
-        // A leader whose store could not publish all it committed (a read error while
-        // releasing) would answer from a state missing committed records: not ready.
-        VNodeState::Master if !api.node.store().published_all() => return not_ready(),
-        // A leader whose lease ran out may have been replaced without knowing it yet: it
-        // serves nothing until it hears from a quorum again (or steps down).
-        VNodeState::Master if st.lease_until.is_some_and(|t| t > api.node.env().clock.monotonic()) => {
-            return None
-        }
-        VNodeState::Master => return not_ready(),
+    match serving_state(&api.node, &st) {
+        VNodeState::Master => return None,
         VNodeState::Initializing
         | VNodeState::PreMaster
         | VNodeState::ResigningLeader

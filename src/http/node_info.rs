@@ -49,7 +49,7 @@ pub fn info(api: &Api, req: &Req) -> Reply {
         crate::config::RunProjections::All => "All",
     };
     let state = match api.node.cluster() {
-        Some(c) => c.status().state.name().to_ascii_lowercase(),
+        Some(c) => super::cluster::serving_state(&api.node, &c.status()).name().to_ascii_lowercase(),
         None => "master".to_owned(),
     };
     let v = json!({"esVersion": ES_VERSION, "state": state, "projectionsMode": mode});
