@@ -114,11 +114,15 @@ pub enum Bug {
     /// waiting group, ends at the committed position instead of where it starts: the checkpoint
     /// stage's target falls below the waiting group, which is never counted durable.
     EmptyGroupEndsAtCommitted,
+    /// A scavenge answers its start before recording it, and records its history in this
+    /// node's own store, as a leader or single node would: on a follower the run fails at once
+    /// and its `$scavengeStarted` is never written.
+    ScavengeHistoryLocal,
 }
 
 impl Bug {
     /// Every bug switch.
-    pub const ALL: [Bug; 26] = [
+    pub const ALL: [Bug; 27] = [
         Bug::AckBeforeFsync,
         Bug::SkipCrc,
         Bug::SkipChunkDirFsync,
@@ -145,6 +149,7 @@ impl Bug {
         Bug::PartitionCheckpointNotKept,
         Bug::AdoptPartialWrite,
         Bug::EmptyGroupEndsAtCommitted,
+        Bug::ScavengeHistoryLocal,
     ];
 
     /// The switch's command-line name.
@@ -176,6 +181,7 @@ impl Bug {
             Bug::PartitionCheckpointNotKept => "partition-checkpoint-not-kept",
             Bug::AdoptPartialWrite => "adopt-partial-write",
             Bug::EmptyGroupEndsAtCommitted => "empty-group-ends-at-committed",
+            Bug::ScavengeHistoryLocal => "scavenge-history-local",
         }
     }
 

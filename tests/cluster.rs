@@ -22,7 +22,12 @@ struct Proc {
 
 impl Proc {
     fn spawn(&mut self) {
-        let log = std::fs::File::create(self.dir.with_extension("log")).unwrap();
+        // Appended to, so the log (and the elections counted from it) spans every restart.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_annal"))
             .args(&self.args)
             .stdout(Stdio::null())

@@ -60,6 +60,7 @@ pub mod panics;
 pub mod projections;
 pub mod rig;
 pub mod rollover;
+pub mod scavenges;
 pub mod scenario;
 pub mod shared;
 pub mod subs;

@@ -9,14 +9,15 @@
 //!          follows) --replica (with --cluster: one more host, a read-only replica)
 //!          --duration SECS  --clients N  --hosts N (per node host)  --tick-ms MS
 //!          --bug NAME (repeatable)
-//!          --scenario faults|backup|redact|certs|subs|projections|survivor (backup, redact: one node;
+//!          --scenario faults|backup|redact|certs|subs|projections|survivor|scavenge (backup, redact: one node;
 //!          backups by the copy tool, each restored and checked, or redactions with a crash at
 //!          every step of the switch; certs: a TLS cluster, of three unless --cluster says
 //!          otherwise, whose certificates are rolled under load and after healing; subs: one node
 //!          or a cluster, competing consumers of a persistent subscription group; projections:
 //!          one node or a cluster running the system projections, checked against a reference
 //!          fold; survivor: a cluster of three through rounds of kills and pauses, a write
-//!          acknowledged after each recovery)
+//!          acknowledged after each recovery; scavenge: a cluster of three whose members, followers
+//!          as well as the leader, are asked for scavenges under faults)
 //!          --budget STEPS (linearizability search steps per stream)
 //!          --standard (60 s, 16 clients: the speed scenario)
 //! ```
@@ -77,7 +78,7 @@ fn parse() -> Result<Args, String> {
             "--scenario" => {
                 let v = val(i)?;
                 a.base.scenario = Scenario::parse(&v).ok_or(format!(
-                    "unknown scenario {v}; known: faults, backup, redact, certs, subs, projections, survivor"
+                    "unknown scenario {v}; known: faults, backup, redact, certs, subs, projections, survivor, scavenge"
                 ))?;
             }
             "--bug" => {
@@ -103,7 +104,13 @@ fn parse() -> Result<Args, String> {
         }
         i += 2;
     }
-    if a.base.scenario == Scenario::Certs {
+    if a.base.scenario == Scenario::Scavenge {
+        // A cluster (of three unless --cluster says otherwise; --replica adds a replica to scavenge).
+        if !a.base.cluster {
+            let c = Options::cluster(a.base.seed, 3);
+            (a.base.nodes, a.base.cluster, a.base.duration) = (3, true, c.duration);
+        }
+    } else if a.base.scenario == Scenario::Certs {
         if a.base.replica {
             return Err("--scenario certs rolls the members of a cluster (no --replica)".into());
         }
@@ -138,7 +145,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections|survivor --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections|survivor|scavenge --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

@@ -103,11 +103,14 @@ pub enum Scenario {
     /// after which a write must be acknowledged ([`crate::survivor`],
     /// [`crate::checker::writes_resume`]); the rounds replace the hosts' fault plans.
     Survivor,
+    /// A cluster of three whose members, followers as well as the leader, are asked for scavenges
+    /// under the cluster's faults ([`crate::scavenges`], [`crate::checker::scavenges`]).
+    Scavenge,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Faults,
         Scenario::Backup,
         Scenario::Redact,
@@ -115,6 +118,7 @@ impl Scenario {
         Scenario::Subs,
         Scenario::Projections,
         Scenario::Survivor,
+        Scenario::Scavenge,
     ];
 
     /// The command-line name.
@@ -127,6 +131,7 @@ impl Scenario {
             Scenario::Subs => "subs",
             Scenario::Projections => "projections",
             Scenario::Survivor => "survivor",
+            Scenario::Scavenge => "scavenge",
         }
     }
 
@@ -142,7 +147,7 @@ impl Scenario {
     }
 
     /// Whether the scenario runs on one node or, with `--cluster`, on a cluster (backup and
-    /// redact run one node; certs and survivor always run a cluster of three).
+    /// redact run one node; certs, survivor and scavenge always run a cluster of three).
     pub fn clusters(self) -> bool {
         matches!(self, Scenario::Faults | Scenario::Subs | Scenario::Projections)
     }
@@ -170,7 +175,7 @@ impl Options {
     /// [`Scenario::Survivor`] a cluster of three.
     pub fn with_scenario(seed: u64, scenario: Scenario) -> Options {
         match scenario {
-            Scenario::Certs => Options { scenario, ..Options::cluster(seed, 3) },
+            Scenario::Certs | Scenario::Scavenge => Options { scenario, ..Options::cluster(seed, 3) },
             // Room for two or three rounds, each with its recovery; four clients a member keep
             // the writes coming and the linearizability search within its budget.
             Scenario::Survivor => Options {
@@ -415,6 +420,8 @@ pub fn run(opts: &Options) -> RunResult {
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
     let subs = (opts.scenario == Scenario::Subs).then(|| crate::subs::start(&mut sim, &rigs, opts.duration));
+    let scavenges = (opts.scenario == Scenario::Scavenge)
+        .then(|| crate::scavenges::start(&mut sim, &rigs, opts.duration));
     let js_seen = (opts.scenario == Scenario::Projections)
         .then(|| crate::projections::start(&mut sim, &rigs, opts.duration));
     let mut redactions = Vec::new();
@@ -666,7 +673,10 @@ pub fn run(opts: &Options) -> RunResult {
                 failures.extend(roll_after_healing(roll, &rigs, &mut sim, &mut watch, seed));
             }
         }
-        logs = rigs.iter().filter_map(committed_log).collect();
+        // Past the newest scavenge point (0 without scavenges), where no member's scavenge has
+        // removed anything.
+        let from = if scavenges.is_some() { crate::scavenges::frontier(&rigs) } else { 0 };
+        logs = rigs.iter().filter_map(|r| committed_log(r, from)).collect();
     }
     // Members that may vote at the end: intact ones, except those that never voted nor received a
     // record (to the protocol they look wiped, and a wiped member votes only after it has
@@ -681,6 +691,11 @@ pub fn run(opts: &Options) -> RunResult {
     let new_cluster = !rigs[..nodes].iter().filter(|r| r.shared.node.borrow().is_some()).any(|r| used(&r));
     let voters =
         rigs[..nodes].iter().filter(|r| !r.plan.destructive()).filter(|r| new_cluster || used(r)).count();
+    let scavenged = scavenges.as_ref().map(|rec| {
+        let asked = rec.borrow().clone();
+        let outcome = crate::scavenges::Outcome::read(&rigs, &asked);
+        (asked, outcome)
+    });
     let sim_time = sim.elapsed();
     drop(sim);
     let mut panicked = crate::checker::no_panic::check(&crate::panics::end());
@@ -726,6 +741,33 @@ pub fn run(opts: &Options) -> RunResult {
                     format!("rounds: {:?}; {} recoveries", rounds.begun, rounds.recoveries.len()),
                 );
                 failures.extend(crate::checker::writes_resume::check(&history, &rounds.recoveries, end));
+            }
+            if let Some((asked, outcome)) = &scavenged {
+                let started = outcome.histories.len();
+                let completed = outcome
+                    .histories
+                    .iter()
+                    .filter(|h| h.types.iter().any(|t| t == "$scavengeCompleted"))
+                    .count();
+                let on_followers = asked
+                    .iter()
+                    .filter(|a| matches!(a.answer, Some((200, _))))
+                    .filter(|a| {
+                        let name = &rigs[a.member].name;
+                        let seen = watch.seen.iter().rev().find(|o| o.at <= a.at && &o.node == name);
+                        seen.is_some_and(|o| !o.master)
+                    })
+                    .count();
+                r.shared.note(
+                    sim_time.as_micros() as u64,
+                    "sim",
+                    format!(
+                        "scavenges: {} asked, {started} started, {on_followers} on members that did not lead, \
+                         {completed} completed",
+                        asked.len()
+                    ),
+                );
+                failures.extend(crate::checker::scavenges::check(asked, outcome, destroyed == 0));
             }
             if let Some(roll) = &rollover {
                 failures.extend(crate::rollover::check_intruder(&watch.seen));
@@ -987,12 +1029,12 @@ impl Watch {
 }
 
 /// A running member's committed log: its records' frames from 0 to its published position.
-fn committed_log(r: &Rig) -> Option<crate::checker::convergence::Committed> {
+fn committed_log(r: &Rig, from: u64) -> Option<crate::checker::convergence::Committed> {
     let node = r.shared.node.borrow().clone()?;
     node.cluster()?;
     let log = node.store().log();
     let published = log.committed();
-    let mut scan = log.scan_durable(0).until(published);
+    let mut scan = log.scan_durable(from.min(published)).until(published);
     let mut frames = Vec::new();
     let mut error = None;
     while let Some(rec) = scan.next_with_frame() {

@@ -169,6 +169,25 @@ fn recovery_scenario() {
     meta(&Options::with_scenario(3, Scenario::Survivor)).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The scavenge scenario: members of a cluster of three, followers as well as the leader, asked
+/// for scavenges under faults and once each after healing; every start answered 200 is recorded
+/// in the cluster's log, scavenges ran on followers and completed, and a seed replays exactly.
+#[test]
+fn scavenge_scenario() {
+    let seeds = with_scenario_corpus(Scenario::Scavenge, None, 0..12);
+    let s = run_and_report(&seeds, |seed| Options::with_scenario(seed, Scenario::Scavenge));
+    show(&s.line("scenario scavenge", seeds.len()));
+    let failed: Vec<u64> = s.failed.iter().map(|r| r.options.seed).collect();
+    assert!(failed.is_empty(), "scenario scavenge: failing seeds: {failed:?}");
+    let r = annal_sim::run(&Options::with_scenario(2, Scenario::Scavenge));
+    let line = r.trace.iter().find(|l| l.contains(" scavenges: ")).cloned().unwrap_or_default();
+    let number = |before: &str| -> u64 {
+        line.split(before).next().and_then(|p| p.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    assert!(number(" on members that did not lead") > 0 && number(" completed") > 0, "{line}");
+    meta(&Options::with_scenario(3, Scenario::Scavenge)).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn determinism_canary() {
     for seed in [1, 2, 3] {

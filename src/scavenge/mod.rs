@@ -251,14 +251,31 @@ impl Scavenger {
             id
         };
         let started = serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint});
-        if let Err(e) = self.history(&id, "$scavengeStarted", started, true, &credentials).await {
-            tracing::warn!(scavenge = %id, error = %e, "a scavenge could not start: its history cannot be written");
-            done_tx.send_replace(true);
-            return Err(e);
+        let unrecorded = crate::buggify::bug(crate::buggify::Bug::ScavengeHistoryLocal);
+        // (With the bug: answered before anything is recorded, recorded in the local store.)
+        if !unrecorded {
+            if let Err(e) = self.history(&id, "$scavengeStarted", started.clone(), true, &credentials).await {
+                tracing::warn!(scavenge = %id, error = %e, "a scavenge could not start: its history cannot be written");
+                done_tx.send_replace(true);
+                return Err(e);
+            }
         }
         let me = self.clone();
         let run_id = id.clone();
         self.env.rt.spawn(Box::pin(async move {
+            if unrecorded {
+                let w = SharedWrite::History {
+                    scavenge_id: run_id.clone(),
+                    event_type: "$scavengeStarted".into(),
+                    data: started,
+                    linked: true,
+                };
+                if let Err(e) = me.apply_shared(w).await {
+                    tracing::error!(scavenge = %run_id, error = %e, "scavenge failed");
+                    done_tx.send_replace(true);
+                    return;
+                }
+            }
             let started = me.env.clock.monotonic();
             let mut cleaned = None;
             let result = me.run(&run_id, opts, &stop, &credentials, &mut cleaned).await;
@@ -843,8 +860,7 @@ impl Scavenger {
 
     /// Writes `w` to this node's store (a single node, or the leader answering a member).
     pub async fn apply_shared(self: &Arc<Self>, w: SharedWrite) -> Result<Written, ScavengeError> {
-        let days = self.cfg.history_max_age_days;
-        self.blocking(move |s| w.apply(&s.env, &s.store, days)).await
+        w.apply(&self.env, &self.store, self.cfg.history_max_age_days).await
     }
 
     /// Bytes of the scavenge database file.

@@ -107,10 +107,10 @@ impl SharedWrite {
         }
     }
 
-    /// Writes `self` to `store` (this node leads, or is a single node), blocking until it is
-    /// committed. History streams get their metadata (`$maxAge` of `history_max_age_days`, read
-    /// by `$ops`) when they have none.
-    pub fn apply(
+    /// Writes `self` to `store` (this node leads, or is a single node) and waits, without
+    /// blocking its thread, until it is committed. History streams get their metadata (`$maxAge`
+    /// of `history_max_age_days`, read by `$ops`) when they have none.
+    pub async fn apply(
         &self,
         env: &Env,
         store: &Store,
@@ -119,7 +119,7 @@ impl SharedWrite {
         self.check()?;
         match self {
             SharedWrite::Point { threshold } => {
-                let w = store.write(WriteOp::ScavengePoint { threshold: *threshold })?;
+                let w = store.write_async(WriteOp::ScavengePoint { threshold: *threshold }).await?;
                 Ok(Written { event_number: w.first_event_number })
             }
             SharedWrite::History { scavenge_id, event_type, data, linked } => {
@@ -129,31 +129,33 @@ impl SharedWrite {
                         .to_string(),
                 );
                 for st in [stream.as_str(), "$scavenges"] {
-                    if store.stream_state(&format!("$${st}"))?.last < 0 {
-                        store.set_metadata(st, ANY, *env.new_uuid().as_bytes(), meta.clone())?;
+                    let metastream = format!("$${st}");
+                    if store.stream_state(&metastream)?.last < 0 {
+                        let ev = event(env, "$metadata", meta.clone(), true);
+                        store.append_async(&metastream, ANY, vec![ev]).await?;
                     }
                 }
-                let ev = NewEvent {
-                    id: *env.new_uuid().as_bytes(),
-                    event_type: event_type.clone(),
-                    data: Bytes::from(data.to_string()),
-                    metadata: Bytes::new(),
-                    is_json: true,
-                };
-                let w = store.append(&stream, ANY, vec![ev])?;
+                let ev = event(env, event_type, Bytes::from(data.to_string()), true);
+                let w = store.append_async(&stream, ANY, vec![ev]).await?;
                 if *linked {
-                    let link = NewEvent {
-                        id: *env.new_uuid().as_bytes(),
-                        event_type: "$>".into(),
-                        data: Bytes::from(format!("{}@{stream}", w.first_event_number)),
-                        metadata: Bytes::new(),
-                        is_json: false,
-                    };
-                    store.append("$scavenges", ANY, vec![link])?;
+                    let link = format!("{}@{stream}", w.first_event_number);
+                    store
+                        .append_async("$scavenges", ANY, vec![event(env, "$>", Bytes::from(link), false)])
+                        .await?;
                 }
                 Ok(Written { event_number: w.first_event_number })
             }
         }
+    }
+}
+
+fn event(env: &Env, event_type: &str, data: Bytes, is_json: bool) -> NewEvent {
+    NewEvent {
+        id: *env.new_uuid().as_bytes(),
+        event_type: event_type.into(),
+        data,
+        metadata: Bytes::new(),
+        is_json,
     }
 }
 

@@ -69,6 +69,7 @@ pub mod protocol;
 pub mod published;
 pub mod redaction;
 pub mod reopen;
+pub mod scavenges;
 pub mod stream_model;
 pub mod subscriptions;
 pub mod writes_resume;
