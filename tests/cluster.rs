@@ -1062,3 +1062,46 @@ fn a_gossip_seed_that_answers_http_is_reported() {
     assert!(log().contains("WARN"), "at warning level: {}", log());
     p.kill();
 }
+
+/// `/health/ready` of node `port`: its status and the state it names.
+fn readiness(port: u16) -> Option<(u16, String)> {
+    let r = request(port, "GET", "/health/ready", &[], "")?;
+    let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    Some((r.status, v["state"].as_str()?.to_owned()))
+}
+
+#[test]
+fn readiness_follows_a_members_role_and_liveness_its_process() {
+    let root = tempfile::tempdir().unwrap();
+    let procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    let follower = (leader + 1) % 3;
+    let port = procs[follower].http;
+    assert_eq!(append(procs[leader].http, "s", 0), Some(201));
+    wait("every member ready", Duration::from_secs(30), || {
+        procs.iter().all(|p| readiness(p.http).is_some_and(|(s, _)| s == 200)).then_some(())
+    });
+    // Cut off from both others, the follower has no leader: not ready, though alive.
+    for (i, p) in procs.iter().enumerate() {
+        if i != follower {
+            signal(p, libc::SIGSTOP);
+        }
+    }
+    let (status, state) =
+        wait("the cut-off follower to say it is not ready", Duration::from_secs(30), || {
+            readiness(port).filter(|(s, _)| *s == 503)
+        });
+    assert_eq!(status, 503, "{state}");
+    assert_ne!(state, "slave");
+    assert_eq!(request(port, "GET", "/health/live", &[], "").map(|r| r.status), Some(204));
+    for (i, p) in procs.iter().enumerate() {
+        if i != follower {
+            signal(p, libc::SIGCONT);
+        }
+    }
+    // Once it follows a leader again and is caught up, it is ready again.
+    let (_, state) = wait("the follower to be ready again", Duration::from_secs(60), || {
+        readiness(port).filter(|(s, _)| *s == 200)
+    });
+    assert!(state == "slave" || state == "master", "{state}");
+}

@@ -219,3 +219,26 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
     assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
     assert!(text.contains("Text: Ping request successfully handled") && text.contains("esVersion"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_routes_answer_probes_without_credentials() {
+    let s = start().await;
+    let r = s.get("/health/live", &[]).await;
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+    let r = s.request("HEAD", "/health/live", &[], b"").await;
+    assert_eq!(r.status, 204);
+    assert_eq!(s.get("/health/live?liveCode=200", &[]).await.status, 200);
+    let r = s.get("/health/live?liveCode=abc", &[]).await;
+    assert_eq!(r.status, 400, "{}", r.reason);
+    assert!(r.reason.contains("liveCode"), "{}", r.reason);
+    assert_eq!(s.get("/health/live?liveCode=99", &[]).await.status, 400);
+    // A single node serves its role as soon as it serves.
+    let r = s.get("/health/ready", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"ready": true, "state": "master"}));
+    let r = s.request("HEAD", "/health/ready", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty(), "HEAD carries no body");
+    assert_eq!(s.request("POST", "/health/live", &[], b"").await.status, 405);
+}

@@ -12,6 +12,7 @@ use super::reply::{Reply, NO_CACHE};
 use super::request::Req;
 use super::text::{iso8601, json_to_xml};
 use super::Api;
+use crate::cluster::VNodeState;
 use crate::config::{Kind, OPTIONS};
 use crate::log::record::Record;
 
@@ -48,12 +49,55 @@ pub fn info(api: &Api, req: &Req) -> Reply {
         crate::config::RunProjections::System => "System",
         crate::config::RunProjections::All => "All",
     };
-    let state = match api.node.cluster() {
-        Some(c) => super::cluster::serving_state(&api.node, &c.status()).name().to_ascii_lowercase(),
-        None => "master".to_owned(),
-    };
+    let state = state(api).name().to_ascii_lowercase();
     let v = json!({"esVersion": ES_VERSION, "state": state, "projectionsMode": mode});
     Reply::body(StatusCode::OK, req.media, serde_json::to_vec_pretty(&v).unwrap_or_default())
+}
+
+/// The state a node says it serves as: a single node is always `master`.
+fn state(api: &Api) -> VNodeState {
+    match api.node.cluster() {
+        Some(c) => super::cluster::serving_state(&api.node, &c.status()),
+        None => VNodeState::Master,
+    }
+}
+
+/// `GET|HEAD /health/live` (anonymous): 204, or the status `?liveCode=N` asks for, once the node
+/// serves (whatever its role); 503 while it is still starting or is stopping.
+pub fn live(api: &Api, req: &Req) -> Reply {
+    let code = match req.query("liveCode") {
+        None | Some("") => StatusCode::NO_CONTENT,
+        Some(v) => match v.trim().parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+            Some(c) if (200..600).contains(&c.as_u16()) => c,
+            _ => return Reply::bad_request("liveCode must be an HTTP status code from 200 to 599"),
+        },
+    };
+    let stopping = *api.node.shutdown_requested().borrow();
+    match state(api) {
+        _ if stopping => Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Shutting Down"),
+        VNodeState::Initializing | VNodeState::ShuttingDown => {
+            Reply::status(StatusCode::SERVICE_UNAVAILABLE, "Server Is Not Ready")
+        }
+        _ => Reply::status(code, code.canonical_reason().unwrap_or("OK")),
+    }
+}
+
+/// Whether a node in `state` serves its role: a leader that takes writes, a follower or a
+/// read-only replica that follows a leader and is caught up with it.
+pub fn serves_role(state: VNodeState) -> bool {
+    matches!(state, VNodeState::Master | VNodeState::Slave | VNodeState::ReadOnlyReplica)
+}
+
+/// `GET|HEAD /health/ready` (anonymous): 200 when the node serves its role ([`serves_role`]),
+/// 503 otherwise (electing, catching up, without a leader, starting, stopping); the body names
+/// the state either way, for the operator behind the probe.
+pub fn ready(api: &Api) -> Reply {
+    let state = state(api);
+    let stopping = *api.node.shutdown_requested().borrow();
+    let ready = serves_role(state) && !stopping;
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({"ready": ready, "state": state.name().to_ascii_lowercase()});
+    Reply::body(status, Media::Json, body.to_string())
 }
 
 /// `GET /info/options`.
@@ -184,10 +228,13 @@ fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cl
     let tls = api.node.tls().is_some();
     let tcp = |port: u16| if tls { 0 } else { port };
     let secure = |port: u16| if tls { port } else { 0 };
+    // This node (listed first) shows the state it serves as, as `/info` does.
+    let own = super::cluster::serving_state(&api.node, &st);
     let mut members: Vec<(String, Value)> = st
         .members
         .iter()
-        .map(|(id, view, alive)| {
+        .enumerate()
+        .map(|(i, (id, view, alive))| {
             let rip = id.ip().to_string();
             let (http_ip, http_port) = match view.as_ref().and_then(|v| v.http) {
                 Some(h) => (h.ip().to_string(), h.port()),
@@ -202,7 +249,7 @@ fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cl
                     json!({
                         "instanceId": uuid::Uuid::from_bytes(v.instance).to_string(),
                         "timeStamp": iso8601(now),
-                        "state": v.state.name(),
+                        "state": if i == 0 { own.name() } else { v.state.name() },
                         "isAlive": alive,
                         "internalTcpIp": rip, "internalTcpPort": tcp(id.port()), "internalSecureTcpPort": secure(id.port()),
                         "externalTcpIp": http_ip, "externalTcpPort": 0, "externalSecureTcpPort": 0,

@@ -1,5 +1,5 @@
-//! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members)
-//! and `/stats[/…]`; it also carries the subscriptions area's routes
+//! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members),
+//! `/stats[/…]` and the health routes `/health/live` and `/health/ready` (`GET` and `HEAD`); it also carries the subscriptions area's routes
 //! ([`NodeRoute::Subscriptions`]) and the projections area's ([`NodeRoute::Projections`]), which
 //! run on the leader only.
 
@@ -29,6 +29,10 @@ pub enum NodeRoute {
     GossipPost,
     /// `GET /stats[/path…]`.
     Stats(Vec<String>),
+    /// `GET|HEAD /health/live`.
+    HealthLive,
+    /// `GET|HEAD /health/ready`.
+    HealthReady,
     /// A persistent subscription route.
     Subscriptions(SubRoute),
     /// A projection route.
@@ -52,6 +56,17 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         }
         return;
     }
+    let health = match segs {
+        ["health", "live"] => Some(NodeRoute::HealthLive),
+        ["health", "ready"] => Some(NodeRoute::HealthReady),
+        _ => None,
+    };
+    if let Some(h) = health {
+        // Probes and load balancers ask with HEAD as often as with GET.
+        out.push((Method::HEAD, Route::Node(h.clone())));
+        out.push((Method::GET, Route::Node(h)));
+        return;
+    }
     let route = match segs {
         ["ping"] => NodeRoute::Ping,
         ["info"] => NodeRoute::Info,
@@ -73,6 +88,7 @@ impl NodeRoute {
                 Spec::new(Level::None, &[], media::DEFAULT)
             }
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
+            NodeRoute::HealthLive | NodeRoute::HealthReady => Spec::new(Level::None, &[], &[]),
             NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
             NodeRoute::Subscriptions(r) => r.spec(),
             NodeRoute::Projections(r) => r.spec(),
@@ -98,6 +114,8 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::Gossip => node_info::gossip(api, req).await,
         NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
+        NodeRoute::HealthLive => node_info::live(api, req),
+        NodeRoute::HealthReady => node_info::ready(api),
         NodeRoute::Subscriptions(r) => subscriptions::dispatch(api, r, req).await,
         NodeRoute::Projections(r) => projections::dispatch(api, r, req).await,
     }
