@@ -402,30 +402,32 @@ fn append_batch(port: u16, stream: &str, n: usize, size: usize) -> Option<u16> {
     Some(r.status)
 }
 
-#[test]
-fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
-    let root = tempfile::tempdir().unwrap();
-    let mut procs = cluster(root.path(), 3, 0);
-    let leader = master(&procs);
-    let port = procs[leader].http;
-    // About 3 MiB over 1 MiB chunks; half of it deleted, then scavenged away on the leader.
+/// About 3 MiB over 1 MiB chunks through node `port`: streams `gone` and `kept`, 1,500 events
+/// each, then `gone` deleted and one more event in `kept` (1,501).
+fn half_deleted(port: u16) {
     for _ in 0..15 {
         assert_eq!(append_batch(port, "gone", 100, 1000), Some(201));
         assert_eq!(append_batch(port, "kept", 100, 1000), Some(201));
     }
     assert_eq!(request(port, "DELETE", "/streams/gone", &[], "").map(|r| r.status), Some(204));
     assert_eq!(append(port, "kept", 1500), Some(201));
+}
+
+#[test]
+fn a_wiped_follower_catches_up_through_chunks_the_leader_scavenged() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    let port = procs[leader].http;
+    // Half of it deleted, then scavenged away on the leader.
+    half_deleted(port);
     let r = request(port, "POST", "/admin/scavenge?threshold=-1", &[], "").unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     wait("the scavenge to finish", Duration::from_secs(60), || {
         let r = request(port, "GET", "/admin/scavenge/current", &[], "")?;
         r.body.contains(r#""scavengeId":"""#).then_some(())
     });
-    let scavenged = std::fs::read_dir(&procs[leader].dir).unwrap().filter_map(|e| e.ok()).any(|e| {
-        e.file_name().to_string_lossy().starts_with("chunk-")
-            && !e.file_name().to_string_lossy().ends_with(".000000")
-    });
-    assert!(scavenged, "the leader rewrote chunks");
+    assert!(scavenged_chunks(&procs[leader].dir) > 0, "the leader rewrote chunks");
 
     let victim = (leader + 1) % 3;
     procs[victim].kill();
@@ -523,12 +525,7 @@ fn every_member_scavenges_its_own_copy_and_records_its_history_through_the_leade
     let mut procs = cluster(root.path(), 3, 1);
     let leader = master(&procs);
     let port = procs[leader].http;
-    for _ in 0..15 {
-        assert_eq!(append_batch(port, "gone", 100, 1000), Some(201));
-        assert_eq!(append_batch(port, "kept", 100, 1000), Some(201));
-    }
-    assert_eq!(request(port, "DELETE", "/streams/gone", &[], "").map(|r| r.status), Some(204));
-    assert_eq!(append(port, "kept", 1500), Some(201));
+    half_deleted(port);
     // The followers and the read-only replica first, then the leader: each scavenges its copy.
     let mut order: Vec<usize> = (0..4).filter(|&i| i != leader).collect();
     order.push(leader);

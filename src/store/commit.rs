@@ -406,6 +406,9 @@ impl Store {
     ) -> (Vec<Result<WriteResult, WriteError>>, Duration, Duration, Option<Awaiting>) {
         let mut w = lock(&self.writer);
         let start = w.position();
+        // Whether the log was read-only before this group: only then is "read-only" a promise
+        // that nothing of the group was written.
+        let poisoned_before = self.log.is_poisoned();
         let mut overlay: BTreeMap<String, StreamState> = BTreeMap::new();
         let mut staged =
             Staged { results: Vec::new(), entries: Vec::new(), names: Vec::new(), recent: Vec::new() };
@@ -454,6 +457,16 @@ impl Store {
         } else {
             Ok(self.log.committed())
         };
+        // A log that turned read-only while this group was staged or written may hold some of
+        // its records already (a completed chunk writes out what was staged before it), which a
+        // cluster node's recovery adopts: to its callers the outcome is unknown, not "refused".
+        if !poisoned_before {
+            if let Err(StorageError::ReadOnly(why)) = &commit {
+                commit = Err(StorageError::Io(format!(
+                    "{why}; the log failed while this write was being written, so it may or may not be there"
+                )));
+            }
+        }
         if pipelined && matches!(commit, Ok(end) if drop_group(end)) {
             let flushed = match commit {
                 Ok(end) => self.log.flush_checkpoint(end).map(|_| ()),
