@@ -21,9 +21,6 @@ use crate::node::Node;
 use crate::scavenge::shared::{Credentials, Leader, Pending, SharedWrite, Written};
 use crate::scavenge::{ScavengeError, StartOptions};
 
-/// How long a shared write sent to the leader may take, beyond the commit timeout.
-const SHARED_WRITE_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The largest body of `POST /admin/scavenge/shared`.
 pub const SHARED_WRITE_BODY_MAX: usize = crate::scavenge::shared::HISTORY_DATA_MAX_BYTES + 4096;
 
@@ -192,7 +189,7 @@ async fn remote(
     credentials: Credentials,
 ) -> Result<Written, ScavengeError> {
     let body = serde_json::to_vec(w).map_err(|e| ScavengeError::InvalidParameter(e.to_string()))?;
-    let limit = node.config().cluster.commit_timeout + SHARED_WRITE_SLACK;
+    let limit = node.config().cluster.commit_timeout + super::cluster::FORWARD_SLACK;
     let post = super::cluster::post(node, to, "/admin/scavenge/shared", credentials.as_deref(), &body);
     let reply = tokio::select! {
         biased;

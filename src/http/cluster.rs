@@ -81,8 +81,9 @@ pub enum Gate {
 
 /// The largest answer relayed from the leader.
 pub const FORWARD_REPLY_MAX_BYTES: usize = 64 << 20;
-/// How long a forwarded request may take, beyond the commit timeout.
-const FORWARD_SLACK: Duration = Duration::from_secs(5);
+/// How long a forwarded request (or a node's own request to the leader) may take, beyond the
+/// commit timeout.
+pub const FORWARD_SLACK: Duration = Duration::from_secs(5);
 
 /// What a cluster node does instead of handling the request, if anything.
 pub fn gate(api: &Api, route: &Route, req: &Req) -> Option<Gate> {
