@@ -95,6 +95,33 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Lowest level of log messages written to stderr.",
     },
     OptionSpec {
+        name: "LogFormat",
+        flag: "log-format",
+        aliases: &[],
+        group: "Application",
+        kind: Kind::Enum(&["Text", "Json"]),
+        default: "Text",
+        help: "Format of the log on stderr: lines for people, or one JSON object per line.",
+    },
+    OptionSpec {
+        name: "MetricsNaming",
+        flag: "metrics-naming",
+        aliases: &[],
+        group: "Application",
+        kind: Kind::Enum(&["KurrentDB", "Legacy"]),
+        default: "KurrentDB",
+        help: "Metric names on /metrics: KurrentDB's (kurrentdb_*), or EventStoreDB 23.10/24.10's (eventstore_*, counters without _total).",
+    },
+    OptionSpec {
+        name: "MetricsConfig",
+        flag: "metrics-config",
+        aliases: &[],
+        group: "Application",
+        kind: Kind::Text,
+        default: "",
+        help: "metricsconfig.json file switching metric groups on and off (default: every group on).",
+    },
+    OptionSpec {
         name: "Db",
         flag: "db",
         aliases: &[],
@@ -726,6 +753,12 @@ pub struct Config {
     pub projections_query_expiry: Duration,
     /// `--log-level`.
     pub log_level: String,
+    /// `--log-format`: JSON lines instead of text.
+    pub log_json: bool,
+    /// `--metrics-naming` (or legacy meters named in the metrics file).
+    pub metrics_naming: crate::metrics::Naming,
+    /// The metric groups (`--metrics-config`).
+    pub metrics_groups: crate::metrics::Groups,
     /// `--help`.
     pub help: bool,
     /// `--version`.
@@ -1100,7 +1133,19 @@ impl Config {
         for (spec, v) in cli {
             values.insert(spec.name, (v, Source::CommandLine));
         }
-        Config::from_values(values)
+        let mut config = Config::from_values(values)?;
+        let metrics_file = config.values.get("MetricsConfig").map(|(v, _)| v.clone()).unwrap_or_default();
+        if !metrics_file.is_empty() {
+            let text = read_file(&metrics_file)
+                .map_err(|reason| ConfigError::File { path: metrics_file.clone(), reason })?;
+            let groups = crate::metrics::Groups::parse(&text)
+                .map_err(|reason| ConfigError::File { path: metrics_file.clone(), reason })?;
+            if groups.legacy_meters {
+                config.metrics_naming = crate::metrics::Naming::Legacy;
+            }
+            config.metrics_groups = groups;
+        }
+        Ok(config)
     }
 
     fn from_values(values: BTreeMap<&'static str, (String, Source)>) -> Result<Config, ConfigError> {
@@ -1200,6 +1245,13 @@ impl Config {
             start_standard_projections: flag("StartStandardProjections"),
             projections_query_expiry: Duration::from_secs(int("ProjectionsQueryExpiry").saturating_mul(60)),
             log_level: get("LogLevel"),
+            log_json: get("LogFormat").eq_ignore_ascii_case("json"),
+            metrics_naming: if get("MetricsNaming").eq_ignore_ascii_case("legacy") {
+                crate::metrics::Naming::Legacy
+            } else {
+                crate::metrics::Naming::Kurrent
+            },
+            metrics_groups: crate::metrics::Groups::default(),
             help: flag("Help"),
             version: flag("Version"),
             password_iterations: crate::auth::DEFAULT_PASSWORD_ITERATIONS,

@@ -102,6 +102,8 @@ pub struct Node {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// The database was created empty at this start.
     fresh: bool,
+    /// The figures no service owns, and the metric settings.
+    metrics: crate::metrics::Metrics,
     /// The certificates in force (`None`: plain HTTP).
     tls: Option<Arc<crate::tls::Tls>>,
     /// Reads the configuration again at a reload (the YAML file may have changed), when set.
@@ -152,8 +154,16 @@ impl Node {
         );
         projections.set_query_expiry(config.projections_query_expiry);
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        let metrics = crate::metrics::Metrics::new(config.metrics_naming, config.metrics_groups.clone());
+        let interval = config.metrics_groups.scrape_interval_secs;
+        store.stats.flush_size_max.set_scrape_interval(interval);
+        store.stats.flush_duration_max.set_scrape_interval(interval);
+        for lane in &store.lanes {
+            lane.wait_max.set_scrape_interval(interval);
+        }
         Ok(Arc::new(Node {
             services: Services { store, auth, scavenger, subscriptions, projections },
+            metrics,
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -165,6 +175,11 @@ impl Node {
             config_source: std::sync::Mutex::new(None),
             db_lock: std::sync::Mutex::new(Some(db_lock)),
         }))
+    }
+
+    /// The node-wide metrics.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// The environment.

@@ -506,7 +506,32 @@ pub struct Core {
     progress: (u64, Duration),
     /// A refusal already reported, so it is not repeated every heartbeat.
     last_refusal: Option<String>,
+    /// Election figures (for metrics; not part of the state that decides behaviour).
+    elections: Elections,
     rng: ChaCha8Rng,
+}
+
+/// What a node has seen of elections since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Elections {
+    /// Times this node stood as a candidate.
+    pub started: u64,
+    /// Times it was elected.
+    pub won: u64,
+    /// Elections it saw completed: a leader became known (itself or another) for a term newer
+    /// than the last leader's it knew.
+    pub completed: u64,
+    /// The term of the last leader it knew.
+    pub leader_term: u64,
+}
+
+impl Elections {
+    fn leader_known(&mut self, term: u64) {
+        if term > self.leader_term {
+            self.completed += 1;
+            self.leader_term = term;
+        }
+    }
 }
 
 impl Core {
@@ -536,6 +561,7 @@ impl Core {
             has_followed: !settings.fresh || persisted.proposal > 0,
             next_subscription: 1,
             last_refusal: None,
+            elections: Elections::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
             settings,
         };
@@ -556,6 +582,11 @@ impl Core {
     /// The current term.
     pub fn term(&self) -> u64 {
         self.term
+    }
+
+    /// What this node has seen of elections.
+    pub fn elections(&self) -> Elections {
+        self.elections
     }
 
     /// The committed position this node knows.
@@ -831,6 +862,7 @@ impl Core {
         self.voted_for = Some(self.settings.me);
         self.role = Role::Candidate { votes: BTreeSet::from([self.settings.me]) };
         self.reset_election_timer();
+        self.elections.started += 1;
         tracing::info!(term = self.term, "standing for election");
         out.push(Effect::Persist { proposal: self.proposal });
         if self.settings.quorum() <= 1 {
@@ -851,6 +883,8 @@ impl Core {
 
     fn become_leader(&mut self, out: &mut Vec<Effect>) {
         tracing::info!(term = self.term, "elected leader");
+        self.elections.won += 1;
+        self.elections.leader_known(self.term);
         self.written = self.durable;
         self.role =
             Role::Leader { epoch: None, followers: BTreeMap::new(), heard: BTreeMap::new(), resigning: None };
@@ -1082,6 +1116,7 @@ impl Core {
             _ => {
                 self.become_follower(Some(from));
                 self.has_followed = true;
+                self.elections.leader_known(term);
             }
         }
         self.reset_election_timer();

@@ -72,6 +72,10 @@ pub struct Replica {
     store: Arc<Store>,
     state: Mutex<State>,
     write_lane: Box<dyn Lane>,
+    /// The write lane's figures, for metrics.
+    pub write_stats: Arc<crate::metrics::lane::LaneStats>,
+    /// Events (and their data and metadata bytes) written from the leader's records.
+    pub events_written: [std::sync::atomic::AtomicU64; 2],
     checkpoint_lane: Box<dyn Lane>,
     /// Wakes the driver when a report or a failure is there.
     ready: Notify,
@@ -87,10 +91,14 @@ impl Replica {
     /// A pipeline writing into `store`, its stages on lanes of `env`; `failed` is called (from
     /// a stage's thread) when a write or a sync fails.
     pub fn new(env: &Env, store: Arc<Store>, failed: Failed) -> Arc<Replica> {
+        let (write_lane, write_stats) =
+            crate::metrics::lane::metered(env, "replica", env.rt.lane("annal-replica"));
         Arc::new(Replica {
+            events_written: Default::default(),
             store,
             state: Mutex::default(),
-            write_lane: env.rt.lane("annal-replica"),
+            write_lane,
+            write_stats,
             checkpoint_lane: env.rt.side_lane("annal-replica-chk"),
             ready: Notify::new(),
             failed,
@@ -168,6 +176,9 @@ impl Replica {
             for (data, end) in batch {
                 match self.store.stage_replicated(&data, end) {
                     Ok(staged) => {
+                        let [events, bytes] = &self.events_written;
+                        events.fetch_add(staged.events, std::sync::atomic::Ordering::Relaxed);
+                        bytes.fetch_add(staged.bytes, std::sync::atomic::Ordering::Relaxed);
                         epochs.extend(staged.epochs);
                         closes = staged.closes.unwrap_or(closes);
                     }

@@ -67,6 +67,8 @@ pub struct Status {
     pub refusal: Option<String>,
     /// Until when (monotonic) this node surely leads ([`Core::lease_until`]).
     pub lease_until: Option<Duration>,
+    /// What this node has seen of elections.
+    pub elections: crate::cluster::core::Elections,
 }
 
 /// A running cluster node.
@@ -83,6 +85,8 @@ pub struct Cluster {
     /// Where committed records are published ([`Effect::Commit`]), one release after another
     /// in the order the core decided them.
     release_lane: Box<dyn crate::env::Lane>,
+    /// The release lane's figures, for metrics.
+    pub release_stats: Arc<crate::metrics::lane::LaneStats>,
     /// A follower's writes of the leader's records.
     replica: Arc<Replica>,
     /// Members already reported as not replication endpoints, with whether they answered HTTP
@@ -172,6 +176,8 @@ impl Cluster {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let replica_store = store.clone();
+        let (release_lane, release_stats) =
+            crate::metrics::lane::metered(&env, "release", env.rt.lane("annal-release"));
         let cluster = Arc::new_cyclic(|me: &Weak<Cluster>| Cluster {
             status: Mutex::new(Status {
                 state: core.state(),
@@ -181,6 +187,7 @@ impl Cluster {
                 committed: core.committed(),
                 refusal: None,
                 lease_until: None,
+                elections: core.elections(),
             }),
             env: env.clone(),
             store,
@@ -189,7 +196,8 @@ impl Cluster {
             outgoing: Mutex::new(BTreeMap::new()),
             mastered: crate::env::Watermark::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
-            release_lane: env.rt.lane("annal-release"),
+            release_lane,
+            release_stats,
             foreign: Mutex::default(),
             replica: {
                 let me = me.clone();
@@ -215,6 +223,11 @@ impl Cluster {
     /// The cluster as the HTTP API sees it.
     pub fn status(&self) -> Status {
         lock(&self.status).clone()
+    }
+
+    /// The follower side's write pipeline (its figures, for metrics).
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
     }
 
     /// This node's state (without copying the rest of [`Cluster::status`]).
@@ -523,6 +536,7 @@ impl Cluster {
             st.leader_http = leader_http;
             st.members = members;
             st.lease_until = core.lease_until();
+            st.elections = core.elections();
         }
     }
 

@@ -305,6 +305,14 @@ pub struct OsStats {
     pub sys_total_ticks: u64,
     /// Available memory of the system, bytes.
     pub sys_free_bytes: u64,
+    /// Memory of the system, bytes.
+    pub sys_total_bytes: u64,
+    /// Virtual memory of the process, bytes.
+    pub virtual_bytes: u64,
+    /// Open file descriptors of the process.
+    pub open_fds: u64,
+    /// The system's load average over 1, 5 and 15 minutes.
+    pub load_avg: [f64; 3],
     /// Online CPUs.
     pub cpus: u32,
 }

@@ -598,6 +598,14 @@ pub fn read_os_stats() -> OsStats {
         sys_busy_ticks: total.saturating_sub(idle),
         sys_total_ticks: total,
         sys_free_bytes: field(&meminfo, "MemAvailable:") * 1024,
+        sys_total_bytes: field(&meminfo, "MemTotal:") * 1024,
+        virtual_bytes: field(&status, "VmSize:") * 1024,
+        open_fds: std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0),
+        load_avg: {
+            let l = read("/proc/loadavg");
+            let mut v = l.split_whitespace().map(|x| x.parse::<f64>().unwrap_or(0.0));
+            [v.next().unwrap_or(0.0), v.next().unwrap_or(0.0), v.next().unwrap_or(0.0)]
+        },
         cpus,
     }
 }

@@ -30,6 +30,7 @@ pub mod feed;
 pub mod headers;
 pub mod media;
 pub mod metadata;
+pub mod metrics;
 pub mod node_info;
 pub mod projections;
 pub mod reply;
@@ -46,7 +47,7 @@ pub mod xml;
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,8 +75,6 @@ pub struct Api {
     pub local: SocketAddr,
     /// `/stats` snapshots.
     pub stats: stats::Stats,
-    /// Open connections.
-    pub connections: AtomicU64,
 }
 
 /// Serves connections from `listener` until the node's shutdown is requested, then lets the
@@ -85,12 +84,7 @@ pub async fn serve(node: Arc<Node>, mut listener: Box<dyn Listener>) {
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::new(node.config().http_ip, node.config().http_port));
-    let api = Arc::new(Api {
-        node: node.clone(),
-        local,
-        stats: stats::Stats::default(),
-        connections: AtomicU64::new(0),
-    });
+    let api = Arc::new(Api { node: node.clone(), local, stats: stats::Stats::default() });
     let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut stop = node.shutdown_requested();
     loop {
@@ -138,11 +132,12 @@ async fn connection(api: Arc<Api>, conn: Box<dyn Conn>, peer: SocketAddr) {
             }
         },
     };
-    api.connections.fetch_add(1, Ordering::Relaxed);
+    let connections = &api.node.metrics().connections;
+    connections.fetch_add(1, Ordering::Relaxed);
     let mut stop = api.node.shutdown_requested();
     wire::serve(&api, conn, &mut stop).await;
     tracing::trace!(%peer, "connection closed");
-    api.connections.fetch_sub(1, Ordering::Relaxed);
+    connections.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Bodies of routes that take none are read (and dropped) up to this size, so the connection

@@ -105,7 +105,7 @@ fn build(api: &Api, sample: &Sample, prev: Option<&Sample>) -> Value {
                 "readOps": os.io_read_ops, "writeOps": os.io_write_ops
             },
             "tcp": {
-                "connections": api.connections.load(Ordering::Relaxed),
+                "connections": node.metrics().connections.load(Ordering::Relaxed),
                 "receivingSpeed": "0B/s", "sendingSpeed": "0B/s", "inSend": 0, "measureTime": "00:00:01",
                 "pendingReceived": 0, "pendingSend": 0, "receivedBytesSinceLastRun": 0, "receivedBytesTotal": 0,
                 "sentBytesSinceLastRun": 0, "sentBytesTotal": 0

@@ -403,6 +403,7 @@ async fn feed_inner(
         entries: page.events,
         resolve,
     };
+    count_read(api, &doc.entries);
     let mut r = feed_reply(req, &doc)
         .header("cache-control", cache_control(page.public, head_policy, page.cache_secs));
     if head_policy {
@@ -505,7 +506,15 @@ pub async fn event(api: &Arc<Api>, req: &mut Req, stream: String, event: String)
         Ok(None) => return errors::read(&ReadError::NoStream, Some(req.media)),
         Err(r) => return r,
     };
+    count_read(api, std::slice::from_ref(&one.event));
     single_reply(req, &one, n == -1, resolve)
+}
+
+/// Counts events served over HTTP (metrics): those a reply carries, with their data and
+/// metadata bytes.
+fn count_read(api: &Api, events: &[ResolvedEvent]) {
+    let bytes = events.iter().map(|e| (e.event.data.len() + e.event.metadata.len()) as u64).sum();
+    api.node.metrics().events(crate::metrics::Activity::Read, events.len() as u64, bytes);
 }
 
 /// The reply of a single-event read (`head` decides the cache policy).
@@ -688,6 +697,7 @@ async fn all_inner(
         entries: page.events,
         resolve: true,
     };
+    count_read(api, &doc.entries);
     let mut r = feed_reply(req, &doc)
         .header("cache-control", cache_control(page.public, head_policy, page.cache_secs));
     if head_policy {

@@ -241,6 +241,8 @@ pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, eve
             api.node.env().blocking(move || a.node.auth().check(p.as_ref(), &s, Operation::Write)).await
         }
     };
+    let count = events.len() as u64;
+    let bytes = events.iter().map(|e| (e.data.len() + e.metadata.len()) as u64).sum();
     let r: Result<Option<WriteResult>, WriteError> = match access {
         Ok(access) if access.allowed => {
             api.node.store().append_async(&stream, expected, events).await.map(Some)
@@ -248,6 +250,9 @@ pub async fn write(api: &Arc<Api>, req: &Req, stream: String, expected: i64, eve
         Ok(_) => Ok(None),
         Err(e) => Err(e.into()),
     };
+    if matches!(r, Ok(Some(_))) {
+        api.node.metrics().events(crate::metrics::Activity::Append, count, bytes);
+    }
     match r {
         Ok(Some(w)) => Reply::plain(StatusCode::CREATED, "Created")
             .header("location", event_uri(&req.base, &stream, w.first_event_number)),

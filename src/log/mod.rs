@@ -324,6 +324,8 @@ pub struct Log {
     /// Nanoseconds the writer's commits spent on their data and on `writer.chk`.
     commit_data_ns: AtomicU64,
     commit_checkpoint_ns: AtomicU64,
+    /// Durations of the data phase (writing a group's records out and syncing them), for metrics.
+    pub data_phase: crate::metrics::instruments::Histogram,
 }
 
 /// What the writer's commits have cost so far (for `/stats`): each commit first makes its

@@ -93,6 +93,7 @@ impl Log {
             commit_syncs: AtomicU64::new(0),
             commit_data_ns: AtomicU64::new(0),
             commit_checkpoint_ns: AtomicU64::new(0),
+            data_phase: crate::metrics::instruments::Histogram::latency(),
         });
         let mut report = RecoveryReport { chunks: latest.len(), ..RecoveryReport::default() };
         let writer_pos = log.recover(&latest, &mut report)?;

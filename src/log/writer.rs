@@ -209,7 +209,9 @@ impl LogWriter {
             syncs.fetch_add(1, Ordering::Relaxed);
         }
         self.log.synced.fetch_max(self.pos, Ordering::AcqRel);
-        crate::env::add_elapsed(&self.log.commit_data_ns, started, self.log.env.clock.monotonic());
+        let ended = self.log.env.clock.monotonic();
+        crate::env::add_elapsed(&self.log.commit_data_ns, started, ended);
+        self.log.data_phase.observe_duration(ended.saturating_sub(started));
         Ok(self.pos)
     }
 

@@ -206,6 +206,8 @@ pub struct View {
     pub committed: u64,
     /// Partitions a JavaScript projection holds (1 for the others).
     pub partitions: u64,
+    /// Bytes of its state (the root partition's) at its last checkpoint.
+    pub state_bytes: u64,
     /// What a JavaScript projection's query defines.
     pub query_definition: Option<annal_js::Definition>,
 }
@@ -288,6 +290,8 @@ struct Entry {
     query_definition: Option<annal_js::Definition>,
     /// Partitions it holds.
     partitions: u64,
+    /// Bytes of its state (the root partition's) at its last checkpoint.
+    state_bytes: u64,
     /// When a request last read or changed it (the `Env` monotonic clock; see [`expiry`]).
     last_access: Duration,
 }
@@ -309,6 +313,7 @@ impl Entry {
             js: None,
             query_definition: None,
             partitions: 1,
+            state_bytes: 0,
             last_access: Duration::ZERO,
         }
     }
@@ -565,6 +570,7 @@ impl Projections {
             buffered: e.buffered,
             committed: self.store.log().committed(),
             partitions: e.partitions,
+            state_bytes: e.state_bytes,
             query_definition: e.query_definition.clone(),
         }
     }
@@ -1408,6 +1414,7 @@ impl Projections {
                 }
             }
         }
+        let state_bytes = data.len() as u64;
         let r = async {
             if !partitions.is_empty() {
                 self.write_partition_checkpoints(name, &tag, partitions).await?;
@@ -1432,6 +1439,7 @@ impl Projections {
             e.checkpoint_writing = false;
             if r.is_ok() {
                 e.last_checkpoint = Some(pos);
+                e.state_bytes = state_bytes;
             }
         });
         r.map_err(|e| WriteFailure::Storage(format!("cannot write a checkpoint: {e}")))

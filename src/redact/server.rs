@@ -86,7 +86,9 @@ pub async fn handle(node: &Arc<Node>, req: Request) -> Reply {
             if let Some(refused) = refuse_switch(node) {
                 return refused;
             }
-            node.env().blocking(move || switch(&store, &target, &candidate, &positions)).await
+            let reply = node.env().blocking(move || switch(&store, &target, &candidate, &positions)).await;
+            node.metrics().redaction(matches!(reply, Reply::Switched { .. }));
+            reply
         }
     }
 }

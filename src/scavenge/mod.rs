@@ -141,6 +141,8 @@ pub struct Progress {
     pub index_entries_removed: AtomicU64,
     /// Collision checks that missed the hash users cache.
     pub hash_cache_misses: AtomicU64,
+    /// Runs that ended, by result: succeeded, stopped, failed.
+    pub results: [AtomicU64; 3],
 }
 
 struct Running {
@@ -161,6 +163,17 @@ pub struct Scavenger {
     /// Live figures.
     pub progress: Progress,
 }
+
+/// A scavenge's phase as metrics name it (KurrentDB's scavenge statuses).
+pub const PHASES: [&str; 7] = [
+    "Accumulation",
+    "Calculation",
+    "Chunk Execution",
+    "Chunk Merging",
+    "Index Execution",
+    "Cleaning",
+    "Idle",
+];
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +229,22 @@ impl Scavenger {
     /// The id of the running scavenge.
     pub fn current(&self) -> Option<String> {
         lock(&self.current).as_ref().filter(|r| !*r.done.borrow()).map(|r| r.id.clone())
+    }
+
+    /// The phase of the running scavenge as [`PHASES`] names it ("Idle" when none runs; a stopped
+    /// run waiting to be resumed is idle).
+    pub fn phase(&self) -> &'static str {
+        if self.current().is_none() {
+            return PHASES[6];
+        }
+        match lock(&self.db).state.run.as_ref().map(|r| &r.phase) {
+            Some(Phase::Accumulating) | None => PHASES[0],
+            Some(Phase::Calculating) => PHASES[1],
+            Some(Phase::Executing { .. }) => PHASES[2],
+            Some(Phase::Merging) => PHASES[3],
+            Some(Phase::Indexing) => PHASES[4],
+            Some(Phase::Cleaning) => PHASES[5],
+        }
     }
 
     /// Sends this node's shared writes (history, new points) through `leader` from now on: a
@@ -816,11 +845,12 @@ impl Scavenger {
     ) {
         // A run that reached its end dropped its state: `cleaned` is what it reclaimed.
         let saved = cleaned.or_else(|| lock(&self.db).state.run.as_ref().map(|r| r.space_saved)).unwrap_or(0);
-        let (res, err) = match result {
-            Ok(Outcome::Success) => ("Success", String::new()),
-            Ok(Outcome::Stopped) => ("Stopped", String::new()),
-            Err(e) => ("Failed", e.to_string()),
+        let (res, err, i) = match result {
+            Ok(Outcome::Success) => ("Success", String::new(), 0),
+            Ok(Outcome::Stopped) => ("Stopped", String::new(), 1),
+            Err(e) => ("Failed", e.to_string(), 2),
         };
+        self.progress.results[i].fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(o) => tracing::info!(scavenge = %id, outcome = ?o, ?took, "scavenge finished"),
             Err(e) => tracing::error!(scavenge = %id, error = %e, "scavenge failed"),

@@ -33,6 +33,12 @@ impl<K: std::hash::Hash + Eq + Clone, V> Fifo<K, V> {
     {
         self.map.get(k)
     }
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub(super) fn capacity(&self) -> usize {
+        self.cap
+    }
     pub(super) fn insert(&mut self, k: K, v: V) {
         if self.map.insert(k.clone(), v).is_none() {
             self.order.push_back(k);
@@ -57,6 +63,12 @@ impl<K: std::hash::Hash + Eq, V> Fifo<K, V> {
 }
 
 impl Store {
+    /// Entries in the stream-info cache, and its capacity (for metrics).
+    pub fn stream_cache_usage(&self) -> (usize, usize) {
+        let cache = lock(&self.streams);
+        (cache.1.len(), cache.1.capacity())
+    }
+
     /// `f` of the committed state of a stream, if cached (no storage read, no copy of the state).
     pub fn with_cached_state<R>(&self, name: &str, f: impl FnOnce(&StreamState) -> R) -> Option<R> {
         let cache = lock(&self.streams);

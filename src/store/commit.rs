@@ -342,8 +342,14 @@ impl Store {
         let started = clock.monotonic();
         let ops: Vec<&WriteOp> = batch.iter().map(|p| &p.op).collect();
         let (results, staged, committed, held) = self.commit_group(&ops);
-        let took = (clock.monotonic() - started).as_micros() as u64;
+        let ended = clock.monotonic();
+        let took_d = ended - started;
+        let took = took_d.as_micros() as u64;
         let s = &self.stats;
+        s.flush_duration.observe_duration(took_d);
+        s.group_size.observe(batch.len() as u64);
+        s.flush_size_max.record(ended, batch.len() as u64);
+        s.flush_duration_max.record(ended, u64::try_from(took_d.as_nanos()).unwrap_or(u64::MAX));
         s.flushes.fetch_add(1, Ordering::Relaxed);
         s.last_flush_size.store(batch.len() as u64, Ordering::Relaxed);
         s.total_flush_size.fetch_add(batch.len() as u64, Ordering::Relaxed);

@@ -71,6 +71,8 @@ pub struct Store {
     leader_lane: Box<dyn crate::env::Lane>,
     /// Where a single node's checkpoint stage runs, beside the leader ([`pipeline`]).
     checkpoint_lane: Box<dyn crate::env::Lane>,
+    /// The figures of the writer's and the checkpoint's lanes, for metrics.
+    pub lanes: [Arc<crate::metrics::lane::LaneStats>; 2],
     /// Committed stream states, with a generation that every published batch bumps, so a reader
     /// that computed a state while a batch was published does not cache a stale one.
     streams: Mutex<(u64, Fifo<String, StreamState>)>,
@@ -140,6 +142,10 @@ impl Store {
         let durable = Watermark::new(log.durable());
         let written = Watermark::new(log.durable());
         let summaries = Mutex::new(follow::Summaries::new(log.committed()));
+        let (leader_lane, writer_lane_stats) =
+            crate::metrics::lane::metered(env, "writer", env.rt.lane("annal-writer"));
+        let (checkpoint_lane, checkpoint_lane_stats) =
+            crate::metrics::lane::metered(env, "checkpoint", env.rt.side_lane("annal-checkpoint"));
         let store = Arc::new_cyclic(|me| Store {
             me: me.clone(),
             env: env.clone(),
@@ -150,15 +156,22 @@ impl Store {
             index,
             writer: Mutex::new(writer),
             queue: Mutex::new(Queue::default()),
-            leader_lane: env.rt.lane("annal-writer"),
-            checkpoint_lane: env.rt.side_lane("annal-checkpoint"),
+            leader_lane,
+            checkpoint_lane,
+            lanes: [writer_lane_stats, checkpoint_lane_stats],
             committed,
             durable,
             written,
             gate: Mutex::new(replicated::Gate::default()),
             incoming: Mutex::new(None),
             summaries,
-            stats: WriterStats::default(),
+            stats: WriterStats {
+                group_size: crate::metrics::instruments::Histogram::new(
+                    crate::metrics::instruments::GROUP_SIZE_BOUNDS,
+                    1.0,
+                ),
+                ..WriterStats::default()
+            },
             recovery,
         });
         store.replay()?;

@@ -192,7 +192,7 @@ impl Store {
     /// record): only such an end may be adopted ([`Store::adopt_replicated`]).
     pub fn stage_replicated(&self, frames: &[u8], end: u64) -> Result<StagedReplica, StorageError> {
         let mut w = lock(&self.writer);
-        let mut staged = StagedReplica { epochs: Vec::new(), closes: None };
+        let mut staged = StagedReplica { epochs: Vec::new(), closes: None, events: 0, bytes: 0 };
         let mut at = 0usize;
         while at < frames.len() {
             let (pos, len) = frame_at(&frames[at..], self.log.max_body())
@@ -216,7 +216,11 @@ impl Store {
                     staged.epochs.push(e);
                     Some(true)
                 }
-                Record::Event(e) => Some(e.flags & flags::TX_END != 0),
+                Record::Event(e) => {
+                    staged.events += 1;
+                    staged.bytes += (e.data.len() + e.metadata.len()) as u64;
+                    Some(e.flags & flags::TX_END != 0)
+                }
             };
             at += len;
         }
@@ -473,4 +477,8 @@ pub struct StagedReplica {
     pub epochs: Vec<EpochRecord>,
     /// Whether the last record closes an atomic write or is an epoch record (`None`: no record).
     pub closes: Option<bool>,
+    /// Event records among the records.
+    pub events: u64,
+    /// Their data and metadata bytes.
+    pub bytes: u64,
 }

@@ -325,8 +325,8 @@ pub struct AllSlice {
     pub is_end: bool,
 }
 
-/// Writer figures for `/stats` (`es.writer`).
-#[derive(Debug, Default)]
+/// Writer figures for `/stats` (`es.writer`) and metrics.
+#[derive(Default)]
 pub struct WriterStats {
     /// Group commits done.
     pub flushes: AtomicU64,
@@ -359,4 +359,12 @@ pub struct WriterStats {
     pub cache_misses: AtomicU64,
     /// Reads that met a colliding stream hash.
     pub hash_collisions: AtomicU64,
+    /// Group commit durations.
+    pub flush_duration: crate::metrics::instruments::Histogram,
+    /// Operations per group commit.
+    pub group_size: crate::metrics::instruments::Histogram,
+    /// Largest group recently (operations).
+    pub flush_size_max: crate::metrics::instruments::RecentMax,
+    /// Longest group commit recently (nanoseconds).
+    pub flush_duration_max: crate::metrics::instruments::RecentMax,
 }

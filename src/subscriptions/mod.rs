@@ -886,11 +886,12 @@ impl Subscriptions {
     pub async fn parked_count(&self, stream: &str, group: &str) -> Result<i64, SubError> {
         let store = self.store.clone();
         let name = parked_stream(stream, group);
-        let st = self.env.blocking(move || store.stream_state(&name)).await?;
-        if st.last < 0 || st.is_tombstoned() || st.meta.is_soft_deleted() {
-            return Ok(0);
-        }
-        Ok(st.last + 1 - st.meta.truncate_before.unwrap_or(0).clamp(0, st.last + 1))
+        Ok(self.env.blocking(move || parked_in(&store, &name)).await?)
+    }
+
+    /// Messages in a group's parked stream (blocking: may read the index).
+    pub fn parked_now(&self, stream: &str, group: &str) -> Result<i64, StorageError> {
+        parked_in(&self.store, &parked_stream(stream, group))
     }
 
     /// Totals for `/stats`.
@@ -921,6 +922,15 @@ fn effects_of(key: &Key, e: &mut Entry, now: Duration, on_timer: bool) -> Effect
         parks: e.core.parks_due(),
         checkpoint: e.core.checkpoint_due(now, on_timer).map(|n| (n, e.checkpoint_meta)),
     }
+}
+
+/// Events in the parked stream `name` that are not yet replayed (not truncated away).
+fn parked_in(store: &Store, name: &str) -> Result<i64, StorageError> {
+    let st = store.stream_state(name)?;
+    if st.last < 0 || st.is_tombstoned() || st.meta.is_soft_deleted() {
+        return Ok(0);
+    }
+    Ok(st.last + 1 - st.meta.truncate_before.unwrap_or(0).clamp(0, st.last + 1))
 }
 
 /// The last checkpoint in a checkpoint stream.

@@ -128,6 +128,10 @@ pub struct Tls {
     time: EnvTime,
     active: Mutex<Arc<Active>>,
     reloading: Mutex<()>,
+    /// Reloads that put a new set in force and that failed (for metrics).
+    pub reloads: [std::sync::atomic::AtomicU64; 2],
+    /// Whether the last reload succeeded (true before any).
+    pub last_reload_ok: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Tls {
@@ -143,7 +147,14 @@ impl Tls {
         let active = build(&*files, settings, &time)?;
         log_set("certificates loaded", &active.set);
         warn_expiry(&active.set, &time);
-        Ok(Arc::new(Tls { files, time, active: Mutex::new(Arc::new(active)), reloading: Mutex::new(()) }))
+        Ok(Arc::new(Tls {
+            files,
+            time,
+            active: Mutex::new(Arc::new(active)),
+            reloading: Mutex::new(()),
+            reloads: Default::default(),
+            last_reload_ok: std::sync::atomic::AtomicBool::new(true),
+        }))
     }
 
     /// The set in force (each new connection takes it once).
@@ -184,13 +195,23 @@ impl Tls {
                     new.peer_client = old.peer_client.clone();
                 }
                 *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+                self.count_reload(true);
                 Ok(facts)
             }
             Err(e) => {
                 tracing::error!(error = %e, "an error occurred while reloading the certificates; the previous ones stay in use");
+                self.count_reload(false);
                 Err(e)
             }
         }
+    }
+}
+
+impl Tls {
+    fn count_reload(&self, ok: bool) {
+        use std::sync::atomic::Ordering;
+        self.reloads[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.last_reload_ok.store(ok, Ordering::Relaxed);
     }
 }
 

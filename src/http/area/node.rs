@@ -1,5 +1,5 @@
 //! The node area: `/ping`, `/info`, `/info/options`, `/gossip` (`GET`, and `POST` from members),
-//! `/stats[/…]` and the health routes `/health/live` and `/health/ready` (`GET` and `HEAD`); it also carries the subscriptions area's routes
+//! `/stats[/…]`, `/metrics` and the health routes `/health/live` and `/health/ready` (`GET` and `HEAD`); it also carries the subscriptions area's routes
 //! ([`NodeRoute::Subscriptions`]) and the projections area's ([`NodeRoute::Projections`]), which
 //! run on the leader only.
 
@@ -10,7 +10,7 @@ use http::Method;
 use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
-use super::super::{media, node_info, stats, Api};
+use super::super::{media, metrics, node_info, stats, Api};
 use super::projections::{self, ProjRoute};
 use super::subscriptions::{self, SubRoute};
 
@@ -29,6 +29,8 @@ pub enum NodeRoute {
     GossipPost,
     /// `GET /stats[/path…]`.
     Stats(Vec<String>),
+    /// `GET /metrics`.
+    Metrics,
     /// `GET|HEAD /health/live`.
     HealthLive,
     /// `GET|HEAD /health/ready`.
@@ -72,6 +74,7 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         ["info"] => NodeRoute::Info,
         ["info", "options"] => NodeRoute::InfoOptions,
         ["gossip"] => NodeRoute::Gossip,
+        ["metrics"] => NodeRoute::Metrics,
         ["stats", rest @ ..] => {
             NodeRoute::Stats(rest.iter().filter(|s| !s.is_empty()).map(|s| (*s).to_owned()).collect())
         }
@@ -88,7 +91,9 @@ impl NodeRoute {
                 Spec::new(Level::None, &[], media::DEFAULT)
             }
             NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
-            NodeRoute::HealthLive | NodeRoute::HealthReady => Spec::new(Level::None, &[], &[]),
+            NodeRoute::HealthLive | NodeRoute::HealthReady | NodeRoute::Metrics => {
+                Spec::new(Level::None, &[], &[])
+            }
             NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
             NodeRoute::Subscriptions(r) => r.spec(),
             NodeRoute::Projections(r) => r.spec(),
@@ -114,6 +119,7 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::Gossip => node_info::gossip(api, req).await,
         NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
+        NodeRoute::Metrics => metrics::metrics(api, req).await,
         NodeRoute::HealthLive => node_info::live(api, req),
         NodeRoute::HealthReady => node_info::ready(api),
         NodeRoute::Subscriptions(r) => subscriptions::dispatch(api, r, req).await,

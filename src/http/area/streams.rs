@@ -190,8 +190,24 @@ impl StreamRoute {
     }
 }
 
-/// Answers a streams-area request.
+/// Answers a streams-area request; reads and appends are timed for metrics.
 pub async fn dispatch(api: &Arc<Api>, route: StreamRoute, req: &mut Req) -> Reply {
+    use crate::metrics::{Activity, Outcome};
+    let activity = match route {
+        StreamRoute::Feed { .. } | StreamRoute::Event { .. } | StreamRoute::All { .. } => Activity::Read,
+        StreamRoute::Append(_) | StreamRoute::Incoming(..) => Activity::Append,
+        _ => return answer(api, route, req).await,
+    };
+    let clock = &api.node.env().clock;
+    let started = clock.monotonic();
+    let reply = answer(api, route, req).await;
+    let ok = reply.status.is_success() || reply.status.is_redirection();
+    let outcome = if ok { Outcome::Successful } else { Outcome::Failed };
+    api.node.metrics().request(activity, outcome, clock.monotonic().saturating_sub(started));
+    reply
+}
+
+async fn answer(api: &Arc<Api>, route: StreamRoute, req: &mut Req) -> Reply {
     match route {
         StreamRoute::Redirect(path) => {
             let q = req.raw_query.as_ref().map(|q| format!("?{q}")).unwrap_or_default();
