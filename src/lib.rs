@@ -11,6 +11,7 @@
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
 //! - [`backup`]: the backup, restore and backup-verification tools; [`redact`]: redaction;
 //! - [`tls`]: certificates, TLS for the HTTP API and between nodes, `annal certs`;
+//! - [`logs`]: the JSON lines log format and the runtime log level;
 //! - [`metrics`]: what the node measures, served on `/metrics`;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
 pub mod auth;
@@ -23,6 +24,7 @@ pub mod http;
 pub mod index;
 pub mod keyed;
 pub mod log;
+pub mod logs;
 pub mod metrics;
 pub mod node;
 pub mod projections;

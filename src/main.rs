@@ -18,6 +18,57 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// The log's level, changed at runtime through the subscriber's reload handle.
+struct LogLevels {
+    handle: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+    current: std::sync::Mutex<&'static str>,
+    format: &'static str,
+}
+
+impl annal::logs::LogControl for LogLevels {
+    fn level(&self) -> &'static str {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn set_level(&self, level: &'static str) -> Result<(), String> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        self.handle
+            .reload(tracing_subscriber::EnvFilter::new(level.to_ascii_lowercase()))
+            .map_err(|e| format!("cannot change the log level: {e}"))?;
+        *current = level;
+        Ok(())
+    }
+    fn format(&self) -> &'static str {
+        self.format
+    }
+}
+
+/// Starts the log on standard error: text, or JSON lines with `--log-format json`.
+fn start_log(config: &Config) -> annal::logs::SharedLogControl {
+    use tracing_subscriber::prelude::*;
+    let level = annal::logs::level(&config.log_level).unwrap_or("Info");
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new(
+        level.to_ascii_lowercase(),
+    ));
+    let lines = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file or a pipe gets plain text.
+        .with_ansi(!config.log_json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A line that cannot be written is dropped: reporting that failure on the same closed
+        // stderr would panic the task that logged (the signal handler's, for one), and the
+        // node would never shut down.
+        .log_internal_errors(false);
+    let registry = tracing_subscriber::registry().with(filter);
+    if config.log_json {
+        let node = format!("{}:{}", config.http_ip, config.http_port);
+        let format = annal::logs::JsonLines { node, clock: annal::env::real::clock() };
+        registry.with(lines.event_format(format)).init();
+    } else {
+        registry.with(lines).init();
+    }
+    let format = if config.log_json { "Json" } else { "Text" };
+    Arc::new(LogLevels { handle, current: std::sync::Mutex::new(level), format })
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("certs") {
@@ -42,16 +93,7 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stdout(), "annal {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(config.log_level.to_ascii_lowercase()))
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: a log file or a pipe gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        // A line that cannot be written is dropped: reporting that failure on the same closed
-        // stderr would panic the task that logged (the signal handler's, for one), and the
-        // node would never shut down.
-        .log_internal_errors(false)
-        .init();
+    let log_control = start_log(&config);
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
@@ -98,6 +140,7 @@ fn main() -> ExitCode {
         // A reload reads the options again: the command line and environment are as at start,
         // the YAML file may have changed.
         let (again_args, again_env) = (args.clone(), env_vars.clone());
+        node.set_log_control(log_control);
         node.set_config_source(Arc::new(move || {
             Config::parse(&again_args, &again_env, annal::env::real::read_text_file).map_err(|e| e.to_string())
         }));

@@ -104,6 +104,8 @@ pub struct Node {
     fresh: bool,
     /// The figures no service owns, and the metric settings.
     metrics: crate::metrics::Metrics,
+    /// Changes the process's log level (`/admin/loglevel`), when the process set one.
+    log_control: std::sync::Mutex<Option<crate::logs::SharedLogControl>>,
     /// The certificates in force (`None`: plain HTTP).
     tls: Option<Arc<crate::tls::Tls>>,
     /// Reads the configuration again at a reload (the YAML file may have changed), when set.
@@ -164,6 +166,7 @@ impl Node {
         Ok(Arc::new(Node {
             services: Services { store, auth, scavenger, subscriptions, projections },
             metrics,
+            log_control: std::sync::Mutex::new(None),
             started_wall_us: env.clock.wall_micros(),
             instance_id: env.new_uuid(),
             env,
@@ -175,6 +178,16 @@ impl Node {
             config_source: std::sync::Mutex::new(None),
             db_lock: std::sync::Mutex::new(Some(db_lock)),
         }))
+    }
+
+    /// Lets `/admin/loglevel` change the log of the process that runs the node.
+    pub fn set_log_control(&self, control: crate::logs::SharedLogControl) {
+        *self.log_control.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
+    }
+
+    /// The log control, when the process set one.
+    pub fn log_control(&self) -> Option<crate::logs::SharedLogControl> {
+        self.log_control.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The node-wide metrics.

@@ -127,3 +127,16 @@ async fn stop_answers_after_the_run_stopped_and_a_new_start_resumes() {
         .await;
     assert_eq!(hist.json()["result"], "Success", "{}", all.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_level_route_answers_only_where_the_process_owns_the_log() {
+    let s = support::start().await;
+    assert_eq!(s.get("/admin/loglevel", &[]).await.status, 401);
+    // An embedded node (no log control set by the process): refused with the reason.
+    let r = s.get("/admin/loglevel", &[OPS]).await;
+    assert_eq!(
+        (r.status, r.reason.as_str()),
+        (501, "The log level is set by the process that embeds this node")
+    );
+    assert_eq!(s.post("/admin/loglevel?level=Debug", "application/json", &[OPS], b"").await.status, 501);
+}

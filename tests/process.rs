@@ -67,3 +67,84 @@ fn a_node_whose_log_pipe_closed_still_ends_on_sigterm() {
 fn a_node_whose_log_pipe_closed_still_ends_on_sigint() {
     exits_on(libc::SIGINT);
 }
+
+/// One HTTP/1.1 request as `admin`: the status code and the body.
+fn request(port: u16, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWRtaW46Y2hhbmdlaXQ=\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// Reads log lines until one whose message contains `what`; every line must be one JSON object
+/// with the fixed keys.
+fn json_line_until(
+    log: &mut impl BufRead,
+    what: &str,
+    seen: &mut Vec<serde_json::Value>,
+) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let mut line = String::new();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the log ended before {what:?}");
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        for key in ["timestamp", "level", "module", "node", "message"] {
+            assert!(v.get(key).is_some(), "{key} missing: {line}");
+        }
+        seen.push(v.clone());
+        if v["message"].as_str().unwrap().contains(what) {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no log line saying {what:?}");
+    }
+}
+
+#[test]
+fn the_json_log_has_one_object_per_line_and_its_level_changes_at_runtime() {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["--mem-db", "--log-format", "json", "--http-port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let serving = json_line_until(&mut log, "annal is serving HTTP", &mut seen);
+    assert_eq!(serving["level"], "INFO");
+    assert_eq!(serving["node"], format!("127.0.0.1:{port}"));
+    assert_eq!(serving["module"], "annal");
+    assert!(serving["fields"]["addr"].as_str().unwrap().ends_with(&port.to_string()));
+    assert!(serving["timestamp"].as_str().unwrap().ends_with('Z'));
+
+    assert_eq!(request(port, "GET", "/admin/loglevel"), (200, r#"{"level":"Info","format":"Json"}"#.into()));
+    let (status, _) = request(port, "POST", "/admin/loglevel?level=loud");
+    assert_eq!(status, 400);
+    // At Error, the info line of a reload is not written; back at Info, it is.
+    assert_eq!(request(port, "POST", "/admin/loglevel?level=error").0, 200);
+    assert_eq!(request(port, "POST", "/admin/reloadconfig").0, 200);
+    assert_eq!(request(port, "POST", "/admin/loglevel?level=Info").0, 200);
+    let changed = json_line_until(&mut log, "log level changed", &mut seen);
+    assert_eq!(
+        (changed["fields"]["from"].as_str(), changed["fields"]["to"].as_str()),
+        (Some("Error"), Some("Info"))
+    );
+    assert!(
+        !seen.iter().any(|v| v["message"].as_str().unwrap().contains("reloading the node's configuration")),
+        "an info line was written at level Error"
+    );
+    assert_eq!(request(port, "POST", "/admin/reloadconfig").0, 200);
+    json_line_until(&mut log, "reloading the node's configuration", &mut seen);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -312,6 +312,13 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         }));
     }
     let id = database_id(&env, &db)?;
+    // The start line; the summary on stdout (or the failure on stderr) is the end line.
+    eprintln!(
+        "annal backup: {} backup of {} to {} started",
+        if opts.differential { "differential" } else { "full" },
+        opts.source_db.display(),
+        opts.dest.display()
+    );
     let mut bar = Bar { quiet: a.flag("--quiet"), last_drawn: 0 };
     let mut label = String::new();
     let summary = backup(&env, &opts, &id, &mut *control, &mut |p| match p {
@@ -412,6 +419,7 @@ async fn restore_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         overwrite: a.flag("--overwrite"),
     };
     let quiet = a.flag("--quiet");
+    eprintln!("annal restore: restore of {} onto {} started", opts.from.display(), opts.db.display());
     let began = env.clock.monotonic();
     let e = env.clone();
     let o = opts.clone();

@@ -1117,6 +1117,7 @@ impl Core {
                 self.become_follower(Some(from));
                 self.has_followed = true;
                 self.elections.leader_known(term);
+                tracing::info!(term, leader = %from, "following the elected leader");
             }
         }
         self.reset_election_timer();

@@ -370,6 +370,11 @@ impl Disk for RealDisk {
 }
 
 /// `Instant` and `SystemTime`.
+/// The real clock on its own (for what runs before the environment: the log's timestamps).
+pub fn clock() -> Arc<dyn Clock> {
+    Arc::new(RealClock { start: Instant::now() })
+}
+
 pub struct RealClock {
     start: Instant,
 }

@@ -94,6 +94,43 @@ pub async fn stop(api: &Api, id: &str) -> Reply {
     }
 }
 
+/// Why the log level cannot be read or changed: the node runs inside a process that owns its log.
+const NO_LOG_CONTROL: &str = "The log level is set by the process that embeds this node";
+
+/// `GET /admin/loglevel`: `{"level": "Info", "format": "Text"}`.
+pub fn log_level(api: &Api) -> Reply {
+    match api.node.log_control() {
+        Some(c) => {
+            let body = serde_json::json!({"level": c.level(), "format": c.format()});
+            Reply::body(StatusCode::OK, super::media::Media::Json, body.to_string())
+        }
+        None => Reply::status(StatusCode::NOT_IMPLEMENTED, NO_LOG_CONTROL),
+    }
+}
+
+/// `POST /admin/loglevel?level=Debug`: puts a level in force until the next change or restart
+/// (the `--log-level` option is not rewritten).
+pub fn set_log_level(api: &Api, req: &Req) -> Reply {
+    let Some(control) = api.node.log_control() else {
+        return Reply::status(StatusCode::NOT_IMPLEMENTED, NO_LOG_CONTROL);
+    };
+    let asked = req.query("level").unwrap_or_default();
+    let Some(level) = crate::logs::level(asked) else {
+        return Reply::bad_request(format!(
+            "level must be one of {} (got {asked:?})",
+            crate::logs::LEVELS.join(", ")
+        ));
+    };
+    let before = control.level();
+    match control.set_level(level) {
+        Ok(()) => {
+            tracing::warn!(from = before, to = level, "log level changed over HTTP");
+            log_level(api)
+        }
+        Err(e) => Reply::status(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
 /// `POST /admin/reloadconfig`: reloads the certificates and answers once the reload is done:
 /// 200 with the new certificate's facts, or the error that left the old ones in force. (v5 answers
 /// 200 at once and reports failures only in its log.)

@@ -86,8 +86,16 @@ pub async fn handle(node: &Arc<Node>, req: Request) -> Reply {
             if let Some(refused) = refuse_switch(node) {
                 return refused;
             }
+            tracing::info!(chunk = %target, candidate = %candidate, events = positions.len(), "redaction: chunk switch started");
             let reply = node.env().blocking(move || switch(&store, &target, &candidate, &positions)).await;
-            node.metrics().redaction(matches!(reply, Reply::Switched { .. }));
+            let ok = matches!(reply, Reply::Switched { .. });
+            node.metrics().redaction(ok);
+            match &reply {
+                Reply::Error { message } => {
+                    tracing::error!(error = %message, "redaction: chunk switch failed")
+                }
+                _ => tracing::info!(ok, "redaction: chunk switch finished"),
+            }
             reply
         }
     }

@@ -306,6 +306,7 @@ impl Scavenger {
                 }
             }
             let started = me.env.clock.monotonic();
+            tracing::info!(scavenge = %run_id, options = ?opts, "scavenge started");
             let mut cleaned = None;
             let result = me.run(&run_id, opts, &stop, &credentials, &mut cleaned).await;
             let took = me.env.clock.monotonic() - started;
@@ -851,9 +852,17 @@ impl Scavenger {
             Err(e) => ("Failed", e.to_string(), 2),
         };
         self.progress.results[i].fetch_add(1, Ordering::Relaxed);
+        let p = &self.progress;
+        let (chunks, merged) =
+            (p.chunks_scavenged.load(Ordering::Relaxed), p.chunks_merged.load(Ordering::Relaxed));
         match result {
-            Ok(o) => tracing::info!(scavenge = %id, outcome = ?o, ?took, "scavenge finished"),
-            Err(e) => tracing::error!(scavenge = %id, error = %e, "scavenge failed"),
+            Ok(o) => tracing::info!(
+                scavenge = %id, outcome = ?o, ?took, space_saved = saved,
+                chunks_scavenged_total = chunks, chunks_merged_total = merged, "scavenge finished"
+            ),
+            Err(e) => {
+                tracing::error!(scavenge = %id, error = %e, ?took, space_saved = saved, "scavenge failed")
+            }
         }
         let data = serde_json::json!({"scavengeId": id, "nodeEndpoint": self.cfg.node_endpoint, "result": res,
             "error": err, "timeTaken": timespan(took), "spaceSaved": saved, "maxChunkScavenged": -1});

@@ -178,6 +178,7 @@ impl Tls {
     pub fn reload_with(&self, settings: Option<TlsSettings>) -> Result<CertFacts, ReloadError> {
         let Ok(_one) = self.reloading.try_lock() else { return Err(ReloadError::InProgress) };
         let old = self.current();
+        tracing::info!(thumbprint = %old.set.about.thumbprint, "certificate reload started");
         let settings = settings.unwrap_or_else(|| old.settings.clone());
         match build(&*self.files, settings, &self.time) {
             Ok(new) => {

@@ -34,6 +34,10 @@ pub enum AdminRoute {
     Priority(String),
     /// `POST /admin/reloadconfig`.
     ReloadConfig,
+    /// `GET /admin/loglevel`.
+    LogLevelGet,
+    /// `POST /admin/loglevel?level=…`.
+    LogLevelSet,
 }
 
 /// Adds the admin area's routes of a path to `out`.
@@ -55,6 +59,10 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         ["admin", "node", "resign"] => add(Method::POST, AdminRoute::Resign),
         ["admin", "node", "priority", n] => add(Method::POST, AdminRoute::Priority((*n).to_owned())),
         ["admin", "reloadconfig"] => add(Method::POST, AdminRoute::ReloadConfig),
+        ["admin", "loglevel"] => {
+            add(Method::GET, AdminRoute::LogLevelGet);
+            add(Method::POST, AdminRoute::LogLevelSet);
+        }
         _ => {}
     }
 }
@@ -90,5 +98,7 @@ pub async fn dispatch(api: &Arc<Api>, route: AdminRoute, req: &mut Req) -> Reply
         AdminRoute::Resign => node_info::resign(api),
         AdminRoute::Priority(n) => node_info::set_priority(api, &n),
         AdminRoute::ReloadConfig => admin::reload_config(api).await,
+        AdminRoute::LogLevelGet => admin::log_level(api),
+        AdminRoute::LogLevelSet => admin::set_log_level(api, req),
     }
 }
