@@ -1102,3 +1102,70 @@ fn readiness_follows_a_members_role_and_liveness_its_process() {
     });
     assert!(state == "slave" || state == "master", "{state}");
 }
+
+/// A metric's samples on a node: `name{labels}` → value, for the series whose labels contain
+/// `with` (all of them when empty).
+fn metric(port: u16, name: &str, with: &str) -> Vec<f64> {
+    let Some(r) = request(port, "GET", "/metrics", &[], "") else { return Vec::new() };
+    r.body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| {
+            let n = series.split('{').next().unwrap_or("");
+            n == name && series.contains(with)
+        })
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect()
+}
+
+fn metric_sum(port: u16, name: &str, with: &str) -> f64 {
+    metric(port, name, with).iter().sum()
+}
+
+#[test]
+fn metrics_count_elections_and_replication_on_a_cluster() {
+    let root = tempfile::tempdir().unwrap();
+    let procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    let follower = (leader + 1) % 3;
+    for n in 0..5 {
+        assert_eq!(append(procs[leader].http, "s", n), Some(201));
+    }
+    // Every member saw the election complete; one of them won it; all are in its term; one
+    // leads; the others write the leader's events through replication.
+    wait("every member to report the election and its role", Duration::from_secs(30), || {
+        let ok = procs.iter().all(|p| {
+            metric_sum(p.http, "kurrentdb_elections_count_total", "") >= 1.0
+                && metric_sum(p.http, "kurrentdb_node_ready", "") == 1.0
+        });
+        ok.then_some(())
+    });
+    let won: f64 = procs.iter().map(|p| metric_sum(p.http, "kurrentdb_elections_won_total", "")).sum();
+    assert!(won >= 1.0);
+    let masters: f64 =
+        procs.iter().map(|p| metric_sum(p.http, "kurrentdb_node_state", "state=\"Master\"")).sum();
+    assert_eq!(masters, 1.0);
+    let terms: Vec<f64> = procs.iter().map(|p| metric_sum(p.http, "kurrentdb_cluster_term", "")).collect();
+    assert!(terms.iter().all(|t| *t >= 1.0 && *t == terms[0]), "{terms:?}");
+    wait("the follower's replicated events", Duration::from_secs(30), || {
+        (metric_sum(procs[follower].http, "kurrentdb_io_events_total", "source=\"replication\"") >= 5.0)
+            .then_some(())
+    });
+    // The leader reports every member's lag; caught up, it is 0 bytes.
+    wait("every member caught up in the leader's metrics", Duration::from_secs(30), || {
+        let lags = metric(procs[leader].http, "kurrentdb_replication_lag_bytes", "");
+        (lags.len() == 3 && lags.iter().all(|l| *l == 0.0)).then_some(())
+    });
+    // A resignation makes a new election: the followers' completed count goes up.
+    let before = metric_sum(procs[follower].http, "kurrentdb_elections_count_total", "");
+    let r = request(procs[leader].http, "POST", "/admin/node/resign", &[], "").unwrap();
+    assert_eq!(r.status, 200);
+    wait("a new leader after the resignation", Duration::from_secs(30), || {
+        let m = master(&procs);
+        (m != leader).then_some(())
+    });
+    wait("the follower counting the new election", Duration::from_secs(30), || {
+        (metric_sum(procs[follower].http, "kurrentdb_elections_count_total", "") > before).then_some(())
+    });
+}

@@ -39,6 +39,8 @@
 //! - `annal-bench instructions [--appends N]` counts the user-space instructions the node executes
 //!   per single-event HTTP append and per event read, under valgrind's callgrind (repeatable,
 //!   unlike times).
+//! - `annal-bench metrics [--groups N] [--projections N]` measures the size and the time of one
+//!   `/metrics` scrape on a node with that many subscription groups and projections.
 //! - `annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only a,b]` (needs this
 //!   crate's `peers` feature, which owns the peer client crates; `bench/peers/run.sh` builds with
 //!   it and installs what is missing with `bench/peers/install.sh`) runs the same workloads against
@@ -60,6 +62,7 @@ mod gen;
 mod http;
 mod instructions;
 mod lag;
+mod metrics;
 #[cfg(feature = "peers")]
 mod peers;
 mod projections;
@@ -98,6 +101,10 @@ pub struct Args {
     pub events: u64,
     /// `--events` was given.
     pub events_given: bool,
+    /// `metrics`: persistent subscription groups.
+    pub groups: usize,
+    /// `metrics`: projections.
+    pub projections: usize,
 }
 
 const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--streams N]
@@ -111,6 +118,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench projections [--events N] [--dir PATH]
        annal-bench projections-lag [--seconds N] [--dir PATH]
        annal-bench instructions [--appends N]   (needs valgrind)
+       annal-bench metrics [--groups N] [--projections N]
        annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
                    (peers needs the peers feature: bench/peers/run.sh)";
@@ -132,6 +140,8 @@ fn parse() -> Result<Args, String> {
         trials: 10,
         events: 200_000,
         events_given: false,
+        groups: 1000,
+        projections: 20,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -164,6 +174,13 @@ fn parse() -> Result<Args, String> {
                     .filter(|&n| n >= 1)
                     .ok_or("--events needs a number of at least 1")?;
                 a.events_given = true;
+            }
+            "--groups" => {
+                a.groups = it.next().and_then(|v| v.parse().ok()).ok_or("--groups needs a number")?
+            }
+            "--projections" => {
+                a.projections =
+                    it.next().and_then(|v| v.parse().ok()).ok_or("--projections needs a number")?
             }
             "--trials" => {
                 a.trials = it.next().and_then(|v| v.parse().ok()).ok_or("--trials needs a number")?
@@ -214,11 +231,12 @@ fn main() {
         "cluster" => cluster::cluster_mode(&args),
         "tls" => tls::tls_mode(&args),
         "instructions" => instructions::instructions(&args),
+        "metrics" => metrics::metrics_mode(&args),
         "peers" => peers_mode(&args),
         // The node as `annal peers` starts it: default settings, data in --dir, on --port.
         "node" => http::node_mode(&args),
         other => {
-            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, projections, projections-lag, cluster, instructions, peers, disk)");
+            eprintln!("annal-bench: unknown mode {other} (known: storage, scavenge, backup, redact, http, subs, projections, projections-lag, cluster, instructions, metrics, peers, disk)");
             std::process::exit(2);
         }
     }

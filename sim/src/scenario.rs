@@ -733,7 +733,17 @@ pub fn run(opts: &Options) -> RunResult {
             failures.extend(report.failures);
             inconclusive.extend(report.inconclusive);
             check_steps += report.steps;
-            failures.extend(crate::checker::check_cluster(&watch.seen, &logs, end, electable));
+            // Every running member ready after healing, unless a member's data was destroyed (a
+            // leader with an unreadable sector cannot ship it to a follower that needs it), or
+            // members scavenged (a follower whose log ends inside a chunk its leader scavenged
+            // is refused, by design, until an operator restores it from a backup).
+            let running: std::collections::BTreeSet<String> = rigs[..nodes]
+                .iter()
+                .filter(|r| r.shared.node.borrow().is_some())
+                .map(|r| r.name.clone())
+                .collect();
+            let ready_after = (destroyed == 0 && scavenged.is_none()).then_some(&running);
+            failures.extend(crate::checker::check_cluster(&watch.seen, &logs, end, electable, ready_after));
             if let Some(rounds) = &rounds {
                 r.shared.note(
                     sim_time.as_micros() as u64,
@@ -961,6 +971,9 @@ pub(crate) fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
     }
 }
 
+/// A member as last seen: master, leading, term, published, commit, ready, ready as the leader.
+type Seen = (bool, bool, u64, u64, u64, bool, bool);
+
 /// What the harness sees of a cluster's members after every step: the observations the cluster
 /// checkers run on (recorded when a member's state, term or published position changes), and the
 /// terms seen led (a new leader forgets the ids its predecessor's idempotency memory held, so the
@@ -968,7 +981,7 @@ pub(crate) fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
 #[derive(Default)]
 struct Watch {
     seen: Vec<crate::checker::Observation>,
-    last: BTreeMap<usize, (bool, bool, u64, u64, u64)>,
+    last: BTreeMap<usize, Seen>,
     terms: std::collections::BTreeSet<u64>,
 }
 
@@ -978,7 +991,26 @@ impl Watch {
     fn observe(&mut self, rigs: &[Rig], at: u64) -> Vec<usize> {
         let mut electing = Vec::new();
         for (k, r) in rigs.iter().enumerate() {
-            let Some(node) = r.shared.node.borrow().clone() else { continue };
+            let Some(node) = r.shared.node.borrow().clone() else {
+                // A member that is down answers no probe: no longer ready (the rest as last seen).
+                if let Some(last) = self.last.get_mut(&k).filter(|l| l.5) {
+                    (last.5, last.6) = (false, false);
+                    let (master, leading, term, published, commit, _, _) = *last;
+                    self.seen.push(crate::checker::Observation {
+                        at,
+                        node: r.name.clone(),
+                        master,
+                        leading,
+                        term,
+                        published,
+                        commit,
+                        ready: false,
+                        ready_leader: false,
+                        stopped: false,
+                    });
+                }
+                continue;
+            };
             let Some(cluster) = node.cluster() else { continue };
             let st = cluster.status();
             let master = st.state == annal::cluster::VNodeState::Master;
@@ -987,15 +1019,18 @@ impl Watch {
                     st.state,
                     annal::cluster::VNodeState::PreMaster | annal::cluster::VNodeState::ResigningLeader
                 );
-            let now = (master, leading, st.term, node.store().log().committed(), st.committed);
+            let (ready, serving) = annal::http::node_info::readiness(&node);
+            let ready_leader = ready && serving == annal::cluster::VNodeState::Master;
+            let now =
+                (master, leading, st.term, node.store().log().committed(), st.committed, ready, ready_leader);
             let before = self.last.insert(k, now);
             if before == Some(now) {
                 continue;
             }
-            if !leading && before.is_some_and(|(_, _, t, _, _)| t < st.term) {
+            if !leading && before.is_some_and(|(_, _, t, _, _, _, _)| t < st.term) {
                 electing.push(k);
             }
-            if before.is_none_or(|(_, l, t, _, _)| (l, t) != (leading, st.term)) {
+            if before.is_none_or(|(_, l, t, _, _, _, _)| (l, t) != (leading, st.term)) {
                 r.shared.note(at, "sim", format!("{} {} in term {}", r.name, st.state.name(), st.term));
             }
             if master && self.terms.insert(st.term) {
@@ -1010,21 +1045,32 @@ impl Watch {
                 term: st.term,
                 published: now.3,
                 commit: now.4,
+                ready,
+                ready_leader,
+                stopped: st.state == annal::cluster::VNodeState::ShuttingDown,
             });
         }
         electing
     }
 
-    /// Whether a leader exists and every running member published as far as it.
+    /// Whether a leader exists and every running member published as far as it and is ready
+    /// (or stopped after a local failure: it waits for an operator).
     fn settled(&self, rigs: &[Rig]) -> bool {
-        let up: Vec<(bool, u64)> = rigs
+        let up: Vec<(bool, u64, bool)> = rigs
             .iter()
             .enumerate()
             .filter(|(_, r)| r.shared.node.borrow().as_ref().is_some_and(|n| n.cluster().is_some()))
-            .filter_map(|(k, _)| self.last.get(&k).map(|&(m, _, _, p, _)| (m, p)))
+            .filter_map(|(k, _)| self.last.get(&k).map(|&(m, _, _, p, _, ready, _)| (m, p, ready)))
             .collect();
-        let Some(lead) = up.iter().find(|(m, _)| *m).map(|&(_, p)| p) else { return false };
-        up.iter().all(|&(_, p)| p == lead)
+        let Some(lead) = up.iter().find(|(m, _, _)| *m).map(|&(_, p, _)| p) else { return false };
+        let stopped = |r: &Rig| {
+            r.shared.node.borrow().as_ref().and_then(|n| n.cluster().map(|c| c.state()))
+                == Some(annal::cluster::VNodeState::ShuttingDown)
+        };
+        up.iter().all(|&(_, p, _)| p == lead)
+            && rigs.iter().enumerate().all(|(k, r)| {
+                r.shared.node.borrow().is_none() || stopped(r) || self.last.get(&k).is_none_or(|l| l.5)
+            })
     }
 }
 

@@ -82,6 +82,14 @@ pub fn live(api: &Api, req: &Req) -> Reply {
     }
 }
 
+/// Whether `node` is ready (serves its role and is not stopping), with the state it serves as:
+/// what `/health/ready` answers, the `node_ready` metric, and the simulator's readiness checks.
+pub fn readiness(node: &crate::node::Node) -> (bool, VNodeState) {
+    let state = crate::metrics::scrape::node_state(node);
+    let stopping = *node.shutdown_requested().borrow();
+    (serves_role(state) && !stopping, state)
+}
+
 /// Whether a node in `state` serves its role: a leader that takes writes, a follower or a
 /// read-only replica that follows a leader and is caught up with it.
 pub fn serves_role(state: VNodeState) -> bool {
@@ -92,9 +100,7 @@ pub fn serves_role(state: VNodeState) -> bool {
 /// 503 otherwise (electing, catching up, without a leader, starting, stopping); the body names
 /// the state either way, for the operator behind the probe.
 pub fn ready(api: &Api) -> Reply {
-    let state = state(api);
-    let stopping = *api.node.shutdown_requested().borrow();
-    let ready = serves_role(state) && !stopping;
+    let (ready, state) = readiness(&api.node);
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({"ready": ready, "state": state.name().to_ascii_lowercase()});
     Reply::body(status, Media::Json, body.to_string())

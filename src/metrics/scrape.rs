@@ -107,7 +107,6 @@ pub fn scrape(node: &Node, format: Format, sample: &Sample, now: Duration) -> St
     let mut d = Exposition::new(m.naming, format);
     let wall = node.env().clock.wall_micros().div_euclid(1_000_000);
     let state = node_state(node);
-    let stopping = *node.shutdown_requested().borrow();
     let status = node.cluster().map(|c| c.status());
     let store = node.store();
     let log = store.log();
@@ -153,7 +152,7 @@ pub fn scrape(node: &Node, format: Format, sample: &Sample, now: Duration) -> St
         for s in STATES {
             f.sample(&[("state", s.name())], s == state);
         }
-        let ready = crate::http::node_info::serves_role(state) && !stopping;
+        let (ready, _) = crate::http::node_info::readiness(node);
         d.family(
             "node_ready",
             None,

@@ -43,6 +43,9 @@ mod tests {
             term: 1,
             published: 0,
             commit: 0,
+            ready: master,
+            ready_leader: master,
+            stopped: false,
         };
         assert!(check(&[o(10, true), o(2_000_000, true)], 1_000_000).is_empty());
         assert_eq!(check(&[o(10, true)], 1_000_000).len(), 1);

@@ -67,6 +67,7 @@ pub mod one_leader;
 pub mod projections;
 pub mod protocol;
 pub mod published;
+pub mod readiness;
 pub mod redaction;
 pub mod reopen;
 pub mod scavenges;
@@ -105,21 +106,34 @@ pub struct Observation {
     pub published: u64,
     /// The commit position its cluster core knows (a leader's: what a quorum holds).
     pub commit: u64,
+    /// Whether `/health/ready` would answer 200 (it serves its role).
+    pub ready: bool,
+    /// Whether it would answer 200 as the leader (`Master` with a valid lease).
+    pub ready_leader: bool,
+    /// Whether it stopped taking part after a local failure it cannot vouch past (its disk
+    /// failed): it is rightly not ready until an operator restarts it.
+    pub stopped: bool,
 }
 
 /// Runs the cluster checks on what the harness `seen` of the members, the members' committed
 /// `logs` at the end, and the healing instant; `electable` says whether a quorum kept its data
-/// (only then is a leader after healing required).
+/// (only then is a leader after healing required, and, with `ready_after`, every member
+/// running at the end ready: given when no member's data was destroyed).
 pub fn check_cluster(
     seen: &[Observation],
     logs: &[convergence::Committed],
     healed_at: u64,
     electable: bool,
+    ready_after: Option<&std::collections::BTreeSet<String>>,
 ) -> Vec<String> {
     let mut f = one_leader::check(seen);
     f.extend(published::check(seen));
+    f.extend(readiness::check_one_ready_leader(seen));
     if electable {
         f.extend(election::check(seen, healed_at));
+        if let Some(running) = ready_after {
+            f.extend(readiness::check_ready_after_healing(seen, healed_at, running));
+        }
     }
     f.extend(convergence::check(logs));
     f

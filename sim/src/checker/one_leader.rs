@@ -32,7 +32,18 @@ mod tests {
     use super::*;
 
     fn obs(at: u64, node: &str, master: bool, term: u64) -> Observation {
-        Observation { at, node: node.into(), master, leading: master, term, published: 0, commit: 0 }
+        Observation {
+            at,
+            node: node.into(),
+            master,
+            leading: master,
+            term,
+            published: 0,
+            commit: 0,
+            ready: master,
+            ready_leader: master,
+            stopped: false,
+        }
     }
 
     #[test]

@@ -49,7 +49,18 @@ mod tests {
     use super::*;
 
     fn obs(at: u64, node: &str, master: bool, published: u64) -> Observation {
-        Observation { at, node: node.into(), master, leading: master, term: 1, published, commit: published }
+        Observation {
+            at,
+            node: node.into(),
+            master,
+            leading: master,
+            term: 1,
+            published,
+            commit: published,
+            ready: master,
+            ready_leader: master,
+            stopped: false,
+        }
     }
 
     #[test]
