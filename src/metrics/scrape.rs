@@ -50,8 +50,8 @@ pub struct Memory {
     cpu: Option<(Duration, f64)>,
     /// (monotonic time, the leader's log end) at each scrape, oldest first.
     positions: VecDeque<(Duration, u64)>,
-    /// The last document: when, in which format, its text.
-    cached: Option<(Duration, Format, bytes::Bytes)>,
+    /// The last document.
+    cached: Option<Cached>,
 }
 
 /// What a scrape reads from the operating system (zeros in simulation).
@@ -70,22 +70,56 @@ pub fn node_state(node: &Node) -> VNodeState {
     }
 }
 
-/// The document for `format`: the cached one when it is fresh, else a new scrape.
-pub fn document(node: &Node, format: Format) -> bytes::Bytes {
+/// The document for `format` (gzip-compressed when `gzip`): the cached one when it is fresh,
+/// else a new scrape. Each is compressed at most once per scrape.
+pub fn document(node: &Node, format: Format, gzip: bool) -> bytes::Bytes {
     let m = node.metrics();
     let now = node.env().clock.monotonic();
-    {
+    let fresh = {
         let memory = lock(&m.memory);
-        if let Some((at, f, doc)) = &memory.cached {
-            if *f == format && now.saturating_sub(*at) < CACHE_FOR {
-                return doc.clone();
+        memory.cached.as_ref().filter(|c| c.format == format && now.saturating_sub(c.at) < CACHE_FOR).cloned()
+    };
+    let mut doc = match fresh {
+        Some(doc) => doc,
+        None => {
+            let sample = Sample { os: node.env().rt.os_stats(), space: node.env().disk.space(&node.config().db) };
+            let text = bytes::Bytes::from(scrape(node, format, &sample, now));
+            Cached { at: now, format, text, gzipped: None }
+        }
+    };
+    let out = if gzip {
+        match &doc.gzipped {
+            Some(z) => z.clone(),
+            None => {
+                let z = compress(&doc.text);
+                doc.gzipped = Some(z.clone());
+                z
             }
         }
-    }
-    let sample = Sample { os: node.env().rt.os_stats(), space: node.env().disk.space(&node.config().db) };
-    let doc = bytes::Bytes::from(scrape(node, format, &sample, now));
-    lock(&m.memory).cached = Some((now, format, doc.clone()));
-    doc
+    } else {
+        doc.text.clone()
+    };
+    lock(&m.memory).cached = Some(doc);
+    out
+}
+
+/// `text` compressed with gzip at the fastest level (a metrics document is repetitive: about a
+/// tenth of its size).
+fn compress(text: &[u8]) -> bytes::Bytes {
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::with_capacity(text.len() / 8), flate2::Compression::fast());
+    // Writing into a Vec cannot fail.
+    let _ = z.write_all(text);
+    bytes::Bytes::from(z.finish().unwrap_or_default())
+}
+
+/// A scraped document, kept for [`CACHE_FOR`].
+#[derive(Clone)]
+pub(crate) struct Cached {
+    at: Duration,
+    format: Format,
+    text: bytes::Bytes,
+    gzipped: Option<bytes::Bytes>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -104,7 +138,8 @@ fn secs(ns: u64) -> f64 {
 pub fn scrape(node: &Node, format: Format, sample: &Sample, now: Duration) -> String {
     let m = node.metrics();
     let g = &m.groups;
-    let mut d = Exposition::new(m.naming, format);
+    let room = lock(&m.memory).cached.as_ref().map_or(16 << 10, |c| c.text.len() + c.text.len() / 8);
+    let mut d = Exposition::with_capacity(m.naming, format, room);
     let wall = node.env().clock.wall_micros().div_euclid(1_000_000);
     let state = node_state(node);
     let status = node.cluster().map(|c| c.status());

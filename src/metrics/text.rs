@@ -108,6 +108,10 @@ fn write_num(out: &mut String, v: Num) {
 }
 
 fn escape_label(out: &mut String, v: &str) {
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -137,8 +141,13 @@ pub struct Family<'a> {
 impl Exposition {
     /// An empty document.
     pub fn new(naming: Naming, format: Format) -> Exposition {
+        Exposition::with_capacity(naming, format, 16 << 10)
+    }
+
+    /// An empty document with room for `bytes` (the size of the previous one).
+    pub fn with_capacity(naming: Naming, format: Format, bytes: usize) -> Exposition {
         Exposition {
-            out: String::with_capacity(16 << 10),
+            out: String::with_capacity(bytes),
             naming,
             format,
             #[cfg(debug_assertions)]
