@@ -82,7 +82,8 @@ pub fn document(node: &Node, format: Format, gzip: bool) -> bytes::Bytes {
     let mut doc = match fresh {
         Some(doc) => doc,
         None => {
-            let sample = Sample { os: node.env().rt.os_stats(), space: node.env().disk.space(&node.config().db) };
+            let sample =
+                Sample { os: node.env().rt.os_stats(), space: node.env().disk.space(&node.config().db) };
             let text = bytes::Bytes::from(scrape(node, format, &sample, now));
             Cached { at: now, format, text, gzipped: None }
         }
@@ -107,7 +108,8 @@ pub fn document(node: &Node, format: Format, gzip: bool) -> bytes::Bytes {
 /// tenth of its size).
 fn compress(text: &[u8]) -> bytes::Bytes {
     use std::io::Write;
-    let mut z = flate2::write::GzEncoder::new(Vec::with_capacity(text.len() / 8), flate2::Compression::fast());
+    let mut z =
+        flate2::write::GzEncoder::new(Vec::with_capacity(text.len() / 8), flate2::Compression::fast());
     // Writing into a Vec cannot fail.
     let _ = z.write_all(text);
     bytes::Bytes::from(z.finish().unwrap_or_default())
