@@ -122,6 +122,15 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "metricsconfig.json file switching metric groups on and off (default: every group on).",
     },
     OptionSpec {
+        name: "ShutdownTimeout",
+        flag: "shutdown-timeout",
+        aliases: &[],
+        group: "Application",
+        kind: Kind::Int,
+        default: "25",
+        help: "Seconds a shutdown (SIGTERM, POST /admin/shutdown) may take, the leader's hand-over included, before the process exits anyway (fits Kubernetes' 30 s grace period).",
+    },
+    OptionSpec {
         name: "Db",
         flag: "db",
         aliases: &[],
@@ -755,6 +764,8 @@ pub struct Config {
     pub log_level: String,
     /// `--log-format`: JSON lines instead of text.
     pub log_json: bool,
+    /// `--shutdown-timeout`: how long a shutdown may take before the process exits anyway.
+    pub shutdown_timeout: Duration,
     /// `--metrics-naming` (or legacy meters named in the metrics file).
     pub metrics_naming: crate::metrics::Naming,
     /// The metric groups (`--metrics-config`).
@@ -1246,6 +1257,7 @@ impl Config {
             projections_query_expiry: Duration::from_secs(int("ProjectionsQueryExpiry").saturating_mul(60)),
             log_level: get("LogLevel"),
             log_json: get("LogFormat").eq_ignore_ascii_case("json"),
+            shutdown_timeout: Duration::from_secs(int("ShutdownTimeout").clamp(1, 3600)),
             metrics_naming: if get("MetricsNaming").eq_ignore_ascii_case("legacy") {
                 crate::metrics::Naming::Legacy
             } else {

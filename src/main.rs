@@ -169,7 +169,17 @@ fn main() -> ExitCode {
                 }
             }
             tracing::info!("termination signal: shutting down");
-            signals.request_shutdown();
+            signals.shut_down_gracefully().await;
+        });
+        // However the shutdown goes, the process ends within --shutdown-timeout of its start.
+        let bounded = node.clone();
+        let limit = config.shutdown_timeout;
+        tokio::spawn(async move {
+            let mut asked = bounded.stop_began();
+            let _ = asked.wait_for(|s| *s).await;
+            bounded.env().rt.sleep(limit).await;
+            say(format_args!("annal: the shutdown did not finish within {limit:?} (--shutdown-timeout); exiting"));
+            std::process::exit(1);
         });
         match serve.await {
             Ok(()) => {

@@ -15,7 +15,8 @@
 //!
 //! Lifecycle: open, [`Node::bind`] (the listener, then serving), [`Node::request_shutdown`]
 //! (the listener closes, requests in flight finish, a running scavenge stops at its next
-//! checkpoint, the store is closed): everything acknowledged is kept.
+//! checkpoint, the store is closed): everything acknowledged is kept. An operator's stop
+//! ([`Node::shut_down_gracefully`]) first hands a cluster leader's role over.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,11 @@ use crate::projections::Projections;
 use crate::scavenge::{ScavengeError, Scavenger};
 use crate::store::{StorageError, Store};
 use crate::subscriptions::Subscriptions;
+
+/// The most a leader that shuts down waits for its hand-over ([`Node::shut_down_gracefully`]).
+pub const HANDOVER_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often it looks whether the hand-over happened.
+const HANDOVER_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How often a single node tries again to start its services after a failure of the store.
 pub const SERVICES_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -98,6 +104,8 @@ pub struct Node {
     started_wall_us: i64,
     instance_id: uuid::Uuid,
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// Set when a stop began (a leader's hand-over comes before `shutdown`).
+    stopping: tokio::sync::watch::Sender<bool>,
     /// The cluster side, started by [`Node::bind`] on a cluster node.
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// The database was created empty at this start.
@@ -156,6 +164,7 @@ impl Node {
         );
         projections.set_query_expiry(config.projections_query_expiry);
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        let (stopping, _) = tokio::sync::watch::channel(false);
         let metrics = crate::metrics::Metrics::new(config.metrics_naming, config.metrics_groups.clone());
         let interval = config.metrics_groups.scrape_interval_secs;
         store.stats.flush_size_max.set_scrape_interval(interval);
@@ -172,6 +181,7 @@ impl Node {
             env,
             config: Arc::new(config),
             shutdown,
+            stopping,
             cluster: std::sync::OnceLock::new(),
             fresh,
             tls,
@@ -432,7 +442,49 @@ impl Node {
 
     /// Asks the node to stop: the listener closes, requests in flight finish.
     pub fn request_shutdown(&self) {
+        self.stopping.send_replace(true);
         self.shutdown.send_replace(true);
+    }
+
+    /// Completes when a stop began: [`Node::shut_down_gracefully`] (before a leader's
+    /// hand-over) or [`Node::request_shutdown`]. The process bounds a stop from here.
+    pub fn stop_began(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
+    }
+
+    /// Stops the node as an operator's stop should (SIGTERM, `POST /admin/shutdown`): a cluster
+    /// leader first resigns and waits (at most [`HANDOVER_MAX`]) until it has handed over to
+    /// the most up-to-date follower, so the cluster takes writes again without waiting for an
+    /// election timeout; then [`Node::request_shutdown`].
+    pub async fn shut_down_gracefully(&self) {
+        self.stopping.send_replace(true);
+        if let Some(cluster) = self.cluster() {
+            if cluster.resign().is_ok() {
+                let clock = &self.env.clock;
+                let began = clock.monotonic();
+                tracing::info!("shutting down: handing the leadership over first");
+                loop {
+                    let state = cluster.state();
+                    let leading = matches!(
+                        state,
+                        crate::cluster::VNodeState::Master
+                            | crate::cluster::VNodeState::PreMaster
+                            | crate::cluster::VNodeState::ResigningLeader
+                    );
+                    let took = clock.monotonic().saturating_sub(began);
+                    if !leading {
+                        tracing::info!(?took, now = state.name(), "leadership handed over");
+                        break;
+                    }
+                    if took >= HANDOVER_MAX {
+                        tracing::warn!(?took, "the leadership was not handed over in time; stopping anyway");
+                        break;
+                    }
+                    self.env.rt.sleep(HANDOVER_POLL).await;
+                }
+            }
+        }
+        self.request_shutdown();
     }
 
     /// Completes when shutdown is requested.

@@ -1169,3 +1169,33 @@ fn metrics_count_elections_and_replication_on_a_cluster() {
         (metric_sum(procs[follower].http, "kurrentdb_elections_count_total", "") > before).then_some(())
     });
 }
+
+#[test]
+fn a_leader_stopped_with_sigterm_hands_over_before_it_exits() {
+    let root = tempfile::tempdir().unwrap();
+    let mut procs = cluster(root.path(), 3, 0);
+    let leader = master(&procs);
+    for n in 0..10 {
+        assert_eq!(append(procs[leader].http, "s", n), Some(201));
+    }
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let stopped = Instant::now();
+    signal(&procs[leader], libc::SIGTERM);
+    // The survivors take writes again as soon as the hand-over is done: no election timeout.
+    let took = wait("a write acknowledged after the leader's SIGTERM", Duration::from_secs(30), || {
+        others.iter().any(|&i| append(procs[i].http, "s", 10) == Some(201)).then(|| stopped.elapsed())
+    });
+    println!("graceful stop of the leader: the next write acknowledged after {took:?}");
+    // The old leader handed over, then exited with success.
+    let status = wait("the stopped leader to exit", Duration::from_secs(30), || {
+        procs[leader].child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    });
+    assert!(status.success(), "the leader exited with {status}");
+    procs[leader].child = None;
+    let log = std::fs::read_to_string(procs[leader].dir.with_extension("log")).unwrap();
+    assert!(log.contains("leadership handed over"), "no hand-over in the leader's log:\n{log}");
+    // Nothing acknowledged was lost.
+    for &i in &others {
+        assert!(until_count(procs[i].http, "s", 11).len() >= 11);
+    }
+}

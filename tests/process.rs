@@ -148,3 +148,41 @@ fn the_json_log_has_one_object_per_line_and_its_level_changes_at_runtime() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_stop_ends_the_process_within_the_shutdown_timeout_whatever_holds_it() {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["--mem-db", "--http-port", &port.to_string(), "--shutdown-timeout", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("annal is serving HTTP") {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the node ended before it served");
+    }
+    // A client that never finishes its request head holds the drain open.
+    let mut held = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut held, b"GET /ping HTTP/1.1\r\nHost: x\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(sent.elapsed() < EXIT_WITHIN, "the node did not end within {EXIT_WITHIN:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = sent.elapsed();
+    assert!(took >= Duration::from_millis(1500), "it ended after {took:?}, before the bound");
+    assert_eq!(status.code(), Some(1), "a stop cut short by the bound is a failure");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut log, &mut rest);
+    assert!(rest.contains("did not finish within 2s"), "{rest}");
+    drop(held);
+}

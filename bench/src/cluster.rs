@@ -1,4 +1,4 @@
-//! `annal-bench cluster [--seconds N] [--rounds N] [--trials N] [--dir PATH]`: a 3-node cluster of
+//! `annal-bench cluster [--seconds N] [--rounds N] [--trials N] [--only failover] [--dir PATH]`: a 3-node cluster of
 //! `annal` processes on loopback ports against a single node, on this machine (all nodes share its
 //! cores and its disk). It prints:
 //! - appends/s at 16 and 64 connections (one event per request, own streams, expected versions)
@@ -6,8 +6,8 @@
 //!   round's figures, and the CPU each append cost the node processes (all three for the cluster);
 //! - how long after an append is acknowledged by the leader a follower serves it (p50/p99),
 //!   measured while the 64-connection load runs;
-//! - failover: `kill -9` of the leader under load, time until a write is acknowledged again, p50
-//!   and max over the trials;
+//! - failover: `kill -9` of the leader under load, then SIGTERM (the leader hands over first),
+//!   time until a write is acknowledged again, p50 and max over the trials each;
 //! - catch-up: a follower wiped and restarted, bytes per second until it holds the leader's log.
 //!
 //! It needs the release `annal` binary beside `annal-bench` (`cargo build --release` first).
@@ -222,6 +222,13 @@ pub fn cluster_mode(args: &Args) {
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("bench directory");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    if args.only.as_ref().is_some_and(|o| o.iter().all(|x| x == "failover")) {
+        // Only the leader stopped both ways (`--only failover`).
+        failover(&bin, &root.join("failover"), args.trials.max(1), &rt, Stop::Kill);
+        failover(&bin, &root.join("handover"), args.trials.max(1), &rt, Stop::Term);
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
     println!("# annal-bench cluster: 3 annal processes and 1 single node on this machine ({} cores, one disk), 1 KiB events, durable appends, {secs} s per row, {} round(s)", annal::env::real::cores(), args.rounds);
     // Rows per round: single node at 16 and 64 connections, then the cluster at 16 and 64.
     let mut rows: [Vec<Row>; 4] = Default::default();
@@ -319,13 +326,24 @@ pub fn cluster_mode(args: &Args) {
         pct(0.99),
         visible_ms.len()
     );
-    failover(&bin, &root.join("failover"), args.trials.max(1), &rt);
+    failover(&bin, &root.join("failover"), args.trials.max(1), &rt, Stop::Kill);
+    failover(&bin, &root.join("handover"), args.trials.max(1), &rt, Stop::Term);
     catch_up(&bin, &root.join("catchup"), &rt);
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// `kill -9` of the leader while 4 connections append; time until a write is acknowledged again.
-fn failover(bin: &Path, dir: &Path, trials: usize, rt: &tokio::runtime::Runtime) {
+/// How the leader is stopped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// `kill -9`: the followers wait for the election timeout.
+    Kill,
+    /// SIGTERM: the leader hands over to a follower first.
+    Term,
+}
+
+/// The leader stopped (`how`) while 4 connections append; time until a write is acknowledged
+/// again by a survivor.
+fn failover(bin: &Path, dir: &Path, trials: usize, rt: &tokio::runtime::Runtime, how: Stop) {
     std::fs::create_dir_all(dir).expect("failover directory");
     let mut procs = three(bin, dir);
     let mut times = Vec::new();
@@ -334,16 +352,27 @@ fn failover(bin: &Path, dir: &Path, trials: usize, rt: &tokio::runtime::Runtime)
             eprintln!("annal-bench: no leader (see the logs in {})", dir.display());
             return;
         };
-        // Load on the leader for a moment, then the kill.
+        // Load on the leader for a moment, then the stop.
         let _ = appends_per_sec(rt, procs[l].addr(), &[], 4, 0.5);
-        procs[l].kill();
-        let killed = Instant::now();
+        let stopped = Instant::now();
+        match how {
+            Stop::Kill => procs[l].kill(),
+            Stop::Term => {
+                if let Some(c) = &procs[l].child {
+                    // SAFETY: kill(2) on a child this process started.
+                    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                }
+            }
+        }
         let others: Vec<u16> = (0..3).filter(|&i| i != l).map(|i| procs[i].http).collect();
         let back = wait(Duration::from_secs(30), || {
             others.iter().any(|&p| append_one(p, "failover") == Some(201)).then_some(())
         });
         if back.is_some() {
-            times.push(killed.elapsed().as_secs_f64());
+            times.push(stopped.elapsed().as_secs_f64());
+        }
+        if let Some(mut c) = procs[l].child.take() {
+            let _ = c.wait();
         }
         procs[l].spawn();
         let _ = wait(Duration::from_secs(30), || {
@@ -353,8 +382,12 @@ fn failover(bin: &Path, dir: &Path, trials: usize, rt: &tokio::runtime::Runtime)
     let mut t = times.clone();
     let p50 = median(&mut t);
     let max = times.iter().cloned().fold(0.0, f64::max);
+    let what = match how {
+        Stop::Kill => "kill -9 of the leader",
+        Stop::Term => "SIGTERM to the leader, which hands over first",
+    };
     println!(
-        "# failover (kill -9 of the leader, default timeouts): write acknowledged again after p50 {p50:.2} s, max {max:.2} s ({} of {trials} trials)",
+        "# failover ({what}, default timeouts): write acknowledged again after p50 {p50:.2} s, max {max:.2} s ({} of {trials} trials)",
         times.len()
     );
 }

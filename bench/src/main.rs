@@ -119,7 +119,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench projections-lag [--seconds N] [--dir PATH]
        annal-bench instructions [--appends N]   (needs valgrind)
        annal-bench metrics [--groups N] [--projections N]
-       annal-bench cluster [--seconds N] [--rounds N] [--trials N]   (needs target/release/annal)
+       annal-bench cluster [--seconds N] [--rounds N] [--trials N] [--only failover]   (needs target/release/annal)
        annal-bench peers [--smoke] [--seconds N] [--rounds N] [--out DIR] [--only annal,postgres,redis,nats,nats-sync,sierradb,umadb]
                    (peers needs the peers feature: bench/peers/run.sh)";
 

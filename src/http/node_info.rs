@@ -299,7 +299,9 @@ fn cluster_gossip(api: &Arc<Api>, req: &Req, cluster: &crate::cluster::shell::Cl
 /// `POST /admin/shutdown`: answers, then the node stops accepting and drains.
 pub fn shutdown(api: &Api) -> Reply {
     tracing::info!("shutdown requested over HTTP");
-    api.node.request_shutdown();
+    let node = api.node.clone();
+    // Answered at once; a leader hands over in the background, then the node stops.
+    api.node.env().rt.spawn(Box::pin(async move { node.shut_down_gracefully().await }));
     Reply::plain(StatusCode::OK, "OK")
 }
 
