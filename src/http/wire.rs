@@ -45,6 +45,9 @@ pub const MAX_HEAD: usize = 64 * 1024;
 pub const MAX_HEADERS: usize = 100;
 /// Longest a client may take to send a request body.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Once shutdown is requested, how long a client that started a request head has to finish it
+/// (a request whose head arrived is answered; its body has [`BODY_TIMEOUT`]).
+pub const SHUTDOWN_HEAD_GRACE: Duration = Duration::from_secs(1);
 /// Longest chunk-size line of a chunked body (size and extensions), bytes.
 const MAX_CHUNK_LINE: usize = 4096;
 /// Longest trailer section of a chunked body, bytes.
@@ -252,7 +255,26 @@ impl Wire {
                     return Err(Refused::Closed);
                 }
                 let timeout = "Request header not received in time";
-                self.read_more_until(api.node.env(), &mut deadline, HEADER_READ_TIMEOUT, timeout).await?;
+                let env = api.node.env();
+                if *stop.borrow() {
+                    self.read_more_until(env, &mut deadline, SHUTDOWN_HEAD_GRACE, timeout).await?;
+                    continue;
+                }
+                let mut stopping = false;
+                {
+                    let d = deadline.get_or_insert_with(|| env.rt.sleep(HEADER_READ_TIMEOUT));
+                    tokio::select! {
+                        biased;
+                        r = self.read_more() => r?,
+                        _ = d => return Err(Refused::Reply(Reply::status(StatusCode::REQUEST_TIMEOUT, timeout))),
+                        _ = stopped(stop) => stopping = true,
+                    }
+                }
+                if stopping {
+                    // Shutdown: a client that has not sent its whole request head has a short
+                    // grace to finish it, not the full header timeout.
+                    deadline = Some(env.rt.sleep(SHUTDOWN_HEAD_GRACE));
+                }
             }
         }
     }
@@ -355,7 +377,9 @@ impl Wire {
     async fn close_with(&mut self, api: &Arc<Api>, reply: Reply) {
         let wall = api.node.env().clock.wall_micros();
         let tail = encode(&mut self.out, &reply, "", self.date.get(wall), false, true, false);
-        if self.send(tail).await.is_ok() {
+        // While the node stops, it does not linger for a client's unread bytes.
+        let stopping = *api.node.shutdown_requested().borrow();
+        if self.send(tail).await.is_ok() && !stopping {
             self.linger(api).await;
         }
     }
