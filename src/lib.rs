@@ -7,6 +7,7 @@
 //! - [`store`]: the stream engine (sans-IO decisions in `store::engine`) and group commit;
 //! - [`auth`]: users (stored as events), password hashing, credentials and stream ACLs;
 //! - [`config`]: server options (command line, YAML, environment);
+//! - [`dblock`]: the lock a node holds on its database directory, and the database's identity;
 //! - [`node`]: the node's lifecycle; [`http`]: the EventStoreDB-compatible HTTP API;
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
 //! - [`backup`]: the backup, restore and backup-verification tools; [`redact`]: redaction;
@@ -19,6 +20,7 @@ pub mod backup;
 pub mod buggify;
 pub mod cluster;
 pub mod config;
+pub mod dblock;
 pub mod env;
 pub mod http;
 pub mod index;

@@ -102,7 +102,7 @@ fn main() -> ExitCode {
             tracing::warn!(error = %e, "cannot run the node's threads under SCHED_BATCH; they keep the default policy");
         }
     }
-    let rt = match annal::env::real::node_runtime(&config) {
+    let rt = match annal::env::real::node_runtime(config.worker_threads_for(annal::env::real::cores())) {
         Ok(rt) => rt,
         Err(e) => {
             say(format_args!("annal: cannot start the runtime: {e}"));

@@ -61,7 +61,7 @@ pub enum NodeError {
     },
     /// Another process (or another open node) holds the database directory's lock.
     #[error("cannot lock the database directory: {0}")]
-    Lock(#[from] crate::backup::BackupError),
+    Lock(#[from] crate::dblock::LockError),
     /// The certificates failed a check.
     #[error("cannot load the certificates: {0}")]
     Tls(#[from] crate::tls::ReloadError),
@@ -120,7 +120,7 @@ pub struct Node {
     config_source: std::sync::Mutex<Option<ConfigSource>>,
     /// Held from open until the store is closed at shutdown: `annal restore` refuses a directory
     /// a node holds.
-    db_lock: std::sync::Mutex<Option<crate::backup::lock::DbLock>>,
+    db_lock: std::sync::Mutex<Option<crate::dblock::DbLock>>,
 }
 
 impl Node {
@@ -137,7 +137,7 @@ impl Node {
             Some(settings) => Some(crate::tls::Tls::load(&env, files, settings.clone())?),
             None => None,
         };
-        let db_lock = crate::backup::lock::DbLock::acquire(&env, &config.db)?;
+        let db_lock = crate::dblock::DbLock::acquire(&env, &config.db)?;
         let store = Store::recover(&env, config.store_config())?;
         if store.recovery.torn_bytes > 0 || store.recovery.truncated_to.is_some() {
             tracing::warn!(report = ?store.recovery, "recovery changed the log");

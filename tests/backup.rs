@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use annal::backup::copy::{backup, BackupOptions, BackupSummary};
-use annal::backup::lock::{database_id, read_id};
 use annal::backup::restore::{restore, RestoreOptions};
 use annal::backup::scavenge::{HttpScavenge, NoNode};
 use annal::backup::verify::verify;
 use annal::backup::{BackupError, BackupState, Manifest};
 use annal::config::Config;
+use annal::dblock::{database_id, read_id};
 use annal::env::{Disk, DiskLock, Env, File, OpenMode};
 use annal::node::Node;
 use http_support as support;

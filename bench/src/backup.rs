@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use annal::backup::copy::{backup, BackupOptions};
-use annal::backup::lock::database_id;
 use annal::backup::restore::{restore, RestoreOptions};
 use annal::backup::scavenge::NoNode;
+use annal::dblock::database_id;
 use annal::env::Env;
 use annal::store::{NewEvent, Store, StoreConfig, ANY};
 

@@ -443,7 +443,9 @@ impl LocalNode {
                 config.http_port = port;
                 tweak(&mut config);
                 // The runtime `annal` itself builds.
-                let rt = match annal::env::real::node_runtime(&config) {
+                let rt = match annal::env::real::node_runtime(
+                    config.worker_threads_for(annal::env::real::cores()),
+                ) {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = tx.send(Err(e.to_string()));

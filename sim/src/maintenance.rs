@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use annal::backup::copy::{backup, BackupOptions};
-use annal::backup::lock::database_id;
 use annal::backup::scavenge::HttpScavenge;
+use annal::dblock::database_id;
 use annal::env::mem::MemDisk;
 use annal::env::{Disk, DiskLock, File, OpenMode};
 use annal::redact::{Position, Reply};
@@ -243,7 +243,7 @@ pub fn start_copier(sim: &mut turmoil::Sim, rig: &Rig, duration: Duration) -> Rc
                     let mut control = HttpScavenge::new(env.clone(), addr, "admin", "changeit");
                     backup(&env, &opts, &id, &mut control, &mut |_| {}).await
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             };
             let what = if differential { "differential backup" } else { "full backup" };
             match result {

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::copy::{backup, BackupOptions, Progress};
-use super::lock::{database_id, DbLock};
 use super::restore::{restore, RestoreOptions};
 use super::scavenge::{HttpScavenge, HttpsTarget, NoNode, ScavengeControl};
 use super::verify::verify;
 use super::BackupError;
+use crate::dblock::{database_id, DbLock};
 use crate::env::Env;
 
 const BACKUP_HELP: &str = "\
@@ -79,6 +79,12 @@ pub fn dispatch(args: &[String]) -> Option<ExitCode> {
 enum Failure {
     Usage(String),
     Failed(BackupError),
+}
+
+impl From<crate::dblock::LockError> for Failure {
+    fn from(e: crate::dblock::LockError) -> Self {
+        Failure::Failed(e.into())
+    }
 }
 
 impl From<BackupError> for Failure {
@@ -295,7 +301,7 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
                 offline_lock = Some(lock);
                 Box::new(NoNode)
             }
-            Err(BackupError::NodeRunning(_)) => {
+            Err(crate::dblock::LockError::Held(_)) => {
                 return Err(Failure::Failed(BackupError::Scavenge(format!(
                 "a node runs on {} but does not answer at {addr}; pass its --url so scavenges can be stopped",
                 db.display()

@@ -25,7 +25,6 @@
 
 pub mod cli;
 pub mod copy;
-pub mod lock;
 pub mod restore;
 pub mod scavenge;
 pub mod verify;
@@ -131,6 +130,15 @@ impl BackupError {
     /// Wraps an I/O error with the operation and path.
     pub fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> BackupError + 'a {
         move |source| BackupError::Io { op, path: path.to_path_buf(), source }
+    }
+}
+
+impl From<crate::dblock::LockError> for BackupError {
+    fn from(e: crate::dblock::LockError) -> BackupError {
+        match e {
+            crate::dblock::LockError::Held(dir) => BackupError::NodeRunning(dir),
+            crate::dblock::LockError::Io { op, path, source } => BackupError::Io { op, path, source },
+        }
     }
 }
 

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use crate::env::Env;
 use crate::log::chunk::{self, ChunkHeader, HEADER_SIZE};
 
-use super::lock::{DbLock, ID_FILE, LOCK_FILE};
 use super::{
     copy_data, is_dir, read_checkpoint, settle, BackupError, BackupState, Manifest, Unsynced, DB_DIR,
     INDEX_DIR, LOG_CHECKPOINTS, PARTIAL,
 };
+use crate::dblock::{DbLock, ID_FILE, LOCK_FILE};
 use crate::env::OpenMode;
 
 /// What to restore, and where to.

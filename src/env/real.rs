@@ -127,13 +127,10 @@ pub fn drop_cached(path: &Path) -> io::Result<()> {
     }
 }
 
-/// The multi-threaded runtime a node runs on, with `config`'s HTTP worker threads for this
-/// machine's cores.
-pub fn node_runtime(config: &crate::config::Config) -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.worker_threads_for(cores()))
-        .enable_all()
-        .build()
+/// The multi-threaded runtime a node runs on, with `worker_threads` HTTP worker threads
+/// (`Config::worker_threads_for` this machine's [`cores`]).
+pub fn node_runtime(worker_threads: usize) -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(worker_threads.max(1)).enable_all().build()
 }
 
 /// Puts the calling thread under the Linux `SCHED_BATCH` policy, which every thread it starts
