@@ -349,6 +349,10 @@ impl Node {
         )
         .await
         .map_err(|source| NodeError::Cluster { addr, source })?;
+        let interval = self.config.metrics_groups.scrape_interval_secs;
+        for lane in [&cluster.release_stats, &cluster.replica().write_stats] {
+            lane.wait_max.set_scrape_interval(interval);
+        }
         let _ = self.cluster.set(cluster.clone());
         let weak = Arc::downgrade(self);
         self.subscriptions().set_leader_check(move || weak.upgrade().is_some_and(|n| n.leads()));

@@ -53,6 +53,15 @@ pub fn serving_state(node: &crate::node::Node, st: &crate::cluster::shell::Statu
     }
 }
 
+/// The state `node` serves as (a single node is always the leader): [`serving_state`] of its
+/// cluster status.
+pub fn node_state(node: &crate::node::Node) -> VNodeState {
+    match node.cluster() {
+        Some(c) => serving_state(node, &c.status()),
+        None => VNodeState::Master,
+    }
+}
+
 /// Whether a route writes (and so needs the leader).
 fn writes(route: &Route, method: &Method) -> bool {
     match route {

@@ -56,10 +56,7 @@ pub fn info(api: &Api, req: &Req) -> Reply {
 
 /// The state a node says it serves as: a single node is always `master`.
 fn state(api: &Api) -> VNodeState {
-    match api.node.cluster() {
-        Some(c) => super::cluster::serving_state(&api.node, &c.status()),
-        None => VNodeState::Master,
-    }
+    super::cluster::node_state(&api.node)
 }
 
 /// `GET|HEAD /health/live` (anonymous): 204, or the status `?liveCode=N` asks for, once the node
@@ -85,7 +82,7 @@ pub fn live(api: &Api, req: &Req) -> Reply {
 /// Whether `node` is ready (serves its role and is not stopping), with the state it serves as:
 /// what `/health/ready` answers, the `node_ready` metric, and the simulator's readiness checks.
 pub fn readiness(node: &crate::node::Node) -> (bool, VNodeState) {
-    let state = crate::metrics::scrape::node_state(node);
+    let state = super::cluster::node_state(node);
     let stopping = *node.shutdown_requested().borrow();
     (serves_role(state) && !stopping, state)
 }

@@ -62,14 +62,6 @@ pub struct Sample {
     pub space: Option<(u64, u64)>,
 }
 
-/// The state the node serves as (a single node is always the leader).
-pub fn node_state(node: &Node) -> VNodeState {
-    match node.cluster() {
-        Some(c) => crate::http::cluster::serving_state(node, &c.status()),
-        None => VNodeState::Master,
-    }
-}
-
 /// The document for `format` (gzip-compressed when `gzip`): the cached one when it is fresh,
 /// else a new scrape. Each is compressed at most once per scrape.
 pub fn document(node: &Node, format: Format, gzip: bool) -> bytes::Bytes {
@@ -143,7 +135,7 @@ pub fn scrape(node: &Node, format: Format, sample: &Sample, now: Duration) -> St
     let room = lock(&m.memory).cached.as_ref().map_or(16 << 10, |c| c.text.len() + c.text.len() / 8);
     let mut d = Exposition::with_capacity(m.naming, format, room);
     let wall = node.env().clock.wall_micros().div_euclid(1_000_000);
-    let state = node_state(node);
+    let state = crate::http::cluster::node_state(node);
     let status = node.cluster().map(|c| c.status());
     let store = node.store();
     let log = store.log();
@@ -252,51 +244,28 @@ pub fn scrape(node: &Node, format: Format, sample: &Sample, now: Duration) -> St
     // Events and bytes.
     if g.events.iter().any(|on| *on) {
         let replica = node.cluster().map(|c| c.replica().clone());
-        // (on, activity, source, events, bytes)
-        type Row<'a> = (bool, &'a str, &'a str, Option<&'a AtomicU64>, Option<&'a AtomicU64>);
+        // (on, activity, source, [events, bytes])
+        type Row<'a> = (bool, &'a str, &'a str, [Option<&'a AtomicU64>; 2]);
+        let http = |a: Activity| [Some(&m.http_events[a as usize]), Some(&m.http_bytes[a as usize])];
+        let replicated = replica.as_ref().map(|r| &r.events_written);
         let rows: [Row; 3] = [
-            (
-                g.events[0],
-                "read",
-                "http",
-                Some(&m.http_events[Activity::Read as usize]),
-                Some(&m.http_bytes[Activity::Read as usize]),
-            ),
-            (
-                g.events[1],
-                "written",
-                "http",
-                Some(&m.http_events[Activity::Append as usize]),
-                Some(&m.http_bytes[Activity::Append as usize]),
-            ),
-            (
-                g.events[1],
-                "written",
-                "replication",
-                replica.as_ref().map(|r| &r.events_written[0]),
-                replica.as_ref().map(|r| &r.events_written[1]),
-            ),
+            (g.events[0], "read", "http", http(Activity::Read)),
+            (g.events[1], "written", "http", http(Activity::Append)),
+            (g.events[1], "written", "replication", [0, 1].map(|i| replicated.map(|w| &w[i]))),
         ];
-        let mut f = d.family(
-            "io_events",
-            None,
-            Type::Counter,
-            "Events read and written, by source: http (client requests), replication (the leader's events a follower wrote)",
-        );
-        for (on, activity, source, events, _) in &rows {
-            if *on {
-                f.sample(&[("activity", activity), ("source", source)], events.map_or(0, get));
-            }
-        }
-        let mut f = d.family(
-            "io_bytes",
-            None,
-            Type::Counter,
-            "Bytes of event data and metadata read and written, by source",
-        );
-        for (on, activity, source, _, bytes) in &rows {
-            if *on {
-                f.sample(&[("activity", activity), ("source", source)], bytes.map_or(0, get));
+        let families = [
+            (
+                "io_events",
+                "Events read and written, by source: http (client requests), replication (the leader's events a follower wrote)",
+            ),
+            ("io_bytes", "Bytes of event data and metadata read and written, by source"),
+        ];
+        for (k, (name, help)) in families.into_iter().enumerate() {
+            let mut f = d.family(name, None, Type::Counter, help);
+            for (on, activity, source, counters) in &rows {
+                if *on {
+                    f.sample(&[("activity", activity), ("source", source)], counters[k].map_or(0, get));
+                }
             }
         }
     }
