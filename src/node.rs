@@ -447,6 +447,9 @@ impl Node {
     /// Asks the node to stop: the listener closes, requests in flight finish.
     pub fn request_shutdown(&self) {
         self.stopping.send_replace(true);
+        if let Some(cluster) = self.cluster() {
+            cluster.leave();
+        }
         self.shutdown.send_replace(true);
     }
 

@@ -804,7 +804,7 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
     let (server_env, server_a) = (env.clone(), a.clone());
     let server = tokio::spawn(async move {
         let mut outcomes = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let (conn, peer) = listener.accept().await.unwrap();
             outcomes.push(match accept(&server_env, &server_a, conn, peer).await {
                 Ok(mut c) => {
@@ -827,7 +827,7 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
     // interval runs out first ends it (TimedOut there); the other side then sees it closed
     // (UnexpectedEof, or a clean end) unless its own interval ran out as well. On a busy machine
     // either side may be first.
-    let mut c = connect(&env, &b, addr).await.unwrap();
+    let mut c = connect(&env, &b, addr, None).await.unwrap();
     let connected = Instant::now();
     c.write_all(b"hello").await.unwrap();
     c.flush().await.unwrap();
@@ -845,8 +845,18 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
 
     // Another CA: refused at the dialling side (the server's certificate does not chain), and at
     // the accepting side.
-    let refused = connect(&env, &x, addr).await.err().expect("a node of another CA was accepted");
+    let refused = connect(&env, &x, addr, None).await.err().expect("a node of another CA was accepted");
     assert!(refused.to_string().contains("partial chain"), "{refused}");
+    // Found through DNS: the certificate must carry the cluster's name (here `localhost`), not
+    // the address dialled.
+    let mut named = connect(&env, &b, addr, Some("localhost")).await.expect("the name the certificate carries");
+    named.write_all(b"named").await.unwrap();
+    named.flush().await.unwrap();
+    named.read_exact(&mut echo).await.unwrap();
+    assert_eq!(&echo, b"named");
+    drop(named);
+    let wrong = connect(&env, &b, addr, Some("annal.example")).await.err().expect("a name the certificate lacks");
+    assert!(wrong.to_string().contains("certificate"), "{wrong}");
     let outcomes = server.await.unwrap();
     let (r, waited) = *outcomes[0].as_ref().unwrap();
     let server_end = ended(r);
@@ -856,6 +866,8 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
     assert!(ends.iter().all(|e| matches!(e, Some(TimedOut | UnexpectedEof))), "{ends:?}");
     assert!(ends.contains(&Some(TimedOut)), "neither side's interval ended the connection: {ends:?}");
     assert!(outcomes[1].is_err(), "{:?}", outcomes[1]);
+    assert!(outcomes[2].is_ok(), "{:?}", outcomes[2]);
+    assert!(outcomes[3].is_err(), "{:?}", outcomes[3]);
 }
 
 /// How a read that waited on an idle connection ended: an error's kind, a clean end of the

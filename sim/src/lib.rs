@@ -38,6 +38,9 @@
 //! plans with seeded rounds of kills and pauses, each ending in a recovery after which a write
 //! must be acknowledged ([`survivor`], [`checker::writes_resume`]).
 //!
+//! A deployed cluster (`--deploy`) finds its members only through a seeded, faulty DNS and has
+//! members stopped gracefully and restarted as a rolling restart does ([`deploy`]).
+//!
 //! Modules: [`scenario`] (one run: options, hosts, schedule, checks), [`rig`] (one node host: its
 //! disk, clock, plan, faults), [`workload`] (the clients), [`client`] (HTTP over turmoil),
 //! [`history`] (operations and outcomes), [`checker`] (the invariants), [`network`] (faults
@@ -53,6 +56,7 @@
 pub mod campaign;
 pub mod checker;
 pub mod client;
+pub mod deploy;
 pub mod history;
 pub mod maintenance;
 pub mod network;

@@ -75,6 +75,11 @@ fn parse() -> Result<Args, String> {
                 i += 1;
                 continue;
             }
+            "--deploy" => {
+                a.base.deploy = true;
+                i += 1;
+                continue;
+            }
             "--scenario" => {
                 let v = val(i)?;
                 a.base.scenario = Scenario::parse(&v).ok_or(format!(
@@ -145,7 +150,7 @@ fn parse() -> Result<Args, String> {
 }
 
 const HELP: &str = "annal-sim run --seed N [--trace] | swarm --seeds A..B [--jobs J] | meta --seed N
-options: --nodes N | --cluster N [--replica] | --scenario faults|backup|redact|certs|subs|projections|survivor|scavenge --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
+options: --nodes N | --cluster N [--replica] [--deploy] | --scenario faults|backup|redact|certs|subs|projections|survivor|scavenge --duration SECS --clients N --hosts N --tick-ms MS --budget STEPS --bug NAME --standard";
 
 fn ratio(sim: Duration, wall: Duration) -> f64 {
     sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)

@@ -87,6 +87,8 @@ pub struct Membership {
     pub peers: Vec<String>,
     /// Whether this host is a read-only replica.
     pub replica: bool,
+    /// Whether the members find each other only through DNS ([`crate::deploy`]).
+    pub dns: bool,
 }
 
 /// Something a rig does at a scheduled time.
@@ -568,6 +570,18 @@ fn cluster_config(mut config: Config, name: &str, m: &Membership) -> Config {
         .iter()
         .map(|p| std::net::SocketAddr::new(turmoil::lookup(p.as_str()), REPLICATION_PORT))
         .collect();
+    if m.dns {
+        // As in a StatefulSet: listen everywhere, advertise the host's name, no seeds.
+        let any = std::net::IpAddr::from([0, 0, 0, 0]);
+        config.http_ip = any;
+        config.cluster.replication_addr = std::net::SocketAddr::new(any, REPLICATION_PORT);
+        config.cluster.advertise_replication.host = Some(name.to_string());
+        config.cluster.gossip_seeds.clear();
+        config.cluster.dns = Some(annal::config::DnsDiscovery {
+            name: crate::deploy::CLUSTER_DNS.into(),
+            port: REPLICATION_PORT,
+        });
+    }
     config
 }
 

@@ -73,6 +73,10 @@ pub struct Options {
     pub cluster: bool,
     /// With `cluster`: one more node host, a read-only replica.
     pub replica: bool,
+    /// With `cluster`: the members find each other only through DNS, listening on 0.0.0.0 and
+    /// advertising their names, and are stopped gracefully and restarted now and then
+    /// ([`crate::deploy`]).
+    pub deploy: bool,
     /// What runs besides the clients and the faults.
     pub scenario: Scenario,
 }
@@ -167,6 +171,7 @@ impl Options {
             nodes: 1,
             cluster: false,
             replica: false,
+            deploy: false,
             scenario: Scenario::Faults,
         }
     }
@@ -219,6 +224,9 @@ impl Options {
             s.push_str(&format!(" --cluster {}", self.nodes));
             if self.replica {
                 s.push_str(" --replica");
+            }
+            if self.deploy {
+                s.push_str(" --deploy");
             }
         } else if self.nodes != 1 {
             s.push_str(&format!(" --nodes {}", self.nodes));
@@ -314,6 +322,9 @@ enum Item {
     NetHeal,
     /// The operator asks whoever leads to resign (`POST /admin/node/resign`).
     Resign,
+    /// The operator stops a member gracefully (`POST /admin/shutdown`): the leader if `true` and
+    /// there is one, else a follower (the deploy runs).
+    Stop(bool),
     /// A redaction attempt on node 0 (the redaction scenario).
     Redact,
     /// Node `k` is rolled to the second generation of certificates (the rollover scenario).
@@ -382,6 +393,12 @@ pub fn run(opts: &Options) -> RunResult {
     if opts.cluster {
         form_cluster(&mut rigs, nodes, opts.clients);
     }
+    let deploy = opts.cluster && opts.deploy;
+    if deploy {
+        for m in rigs.iter_mut().filter_map(|r| r.membership.as_mut()) {
+            m.dns = true;
+        }
+    }
     let mut rollover =
         (opts.scenario == Scenario::Certs).then(|| crate::rollover::Rollover::new(seed, nodes));
     if let Some(roll) = &rollover {
@@ -391,6 +408,7 @@ pub fn run(opts: &Options) -> RunResult {
         }
     }
     let names: Vec<String> = rigs.iter().map(|r| r.name.clone()).collect();
+    annal::env::sim::set_dns(deploy.then(|| crate::deploy::resolver(seed, names.clone())));
     crate::panics::begin();
     let buggify = rigs[0].plan.has(FaultKind::Buggify);
     if buggify {
@@ -417,6 +435,11 @@ pub fn run(opts: &Options) -> RunResult {
         roll.install(&sim, &rigs);
         roll.start_intruder(&mut sim, &rigs, opts.duration.as_micros() as u64);
     }
+    let stops = deploy.then(|| {
+        let stops = crate::deploy::Stops::default();
+        crate::deploy::start(&mut sim, names.clone(), stops.clone(), rigs[0].shared.clone());
+        stops
+    });
     let backups = (opts.scenario == Scenario::Backup)
         .then(|| crate::maintenance::start_copier(&mut sim, &rigs[0], opts.duration));
     let subs = (opts.scenario == Scenario::Subs).then(|| crate::subs::start(&mut sim, &rigs, opts.duration));
@@ -473,6 +496,12 @@ pub fn run(opts: &Options) -> RunResult {
     for k in 0..hosts {
         at(&mut queue, end, Item::Node(k, Action::Heal));
     }
+    if deploy {
+        for (t, leader) in crate::deploy::plan(seed, opts.duration) {
+            at(&mut queue, t, Item::Stop(leader));
+        }
+    }
+    let mut stopper = ChaCha8Rng::seed_from_u64(seed ^ 0xd25d_0000_0000_0012);
     if rollover.is_some() {
         // Roll 1: every member in a seeded order, from a seeded time in the workload's first half;
         // and a few bad reloads.
@@ -589,6 +618,30 @@ pub fn run(opts: &Options) -> RunResult {
                         roll.bad_reload(&rigs[k], k, bad, now);
                     }
                 }
+                Item::Stop(want_leader) => {
+                    let leads = |r: &Rig| {
+                        r.node_up
+                            && r.shared
+                                .node
+                                .borrow()
+                                .as_ref()
+                                .and_then(|n| n.cluster())
+                                .is_some_and(|c| c.status().state == annal::cluster::VNodeState::Master)
+                    };
+                    let leader = rigs[..nodes].iter().position(leads);
+                    let up: Vec<usize> =
+                        (0..nodes).filter(|k| rigs[*k].node_up && Some(*k) != leader).collect();
+                    let pick = match (want_leader, leader) {
+                        (true, Some(k)) => Some(k),
+                        _ if up.is_empty() => None,
+                        _ => Some(up[stopper.gen_range(0..up.len())]),
+                    };
+                    let what = if want_leader { "the leader" } else { "a follower" };
+                    trace.at(now, "deploy", format!("stop {what}: leader {leader:?}, chosen {pick:?}"));
+                    if let (Some(k), Some(stops)) = (pick, &stops) {
+                        stops.ask(k, Some(k) == leader, rigs[k].shared.boots.get());
+                    }
+                }
                 Item::Redact => {
                     if let Some(case) = crate::maintenance::redact_once(&rigs[0], &mut redactor, now) {
                         redactions.push(case);
@@ -614,6 +667,24 @@ pub fn run(opts: &Options) -> RunResult {
         let step = sim.step();
         for r in &rigs {
             r.drain_disk_log(now);
+        }
+        if let Some(stops) = &stops {
+            // A member whose process ended after a graceful stop comes back after a moment.
+            let at_now = sim.elapsed().as_micros() as u64;
+            for (k, r) in rigs.iter_mut().enumerate() {
+                stops.interrupted(k, r.node_up, r.shared.boots.get());
+                if r.node_up && !sim.is_host_running(r.name.as_str()) {
+                    r.node_up = false;
+                    *r.shared.node.borrow_mut() = None;
+                    r.note(at_now, "the process ended (graceful stop)");
+                    stops.ended(k, at_now);
+                    at(
+                        &mut queue,
+                        at_now + stopper.gen_range(300_000..2_000_000),
+                        Item::Node(k, Action::Restart),
+                    );
+                }
+            }
         }
         if let Some(rec) = &subs {
             crate::subs::observe(&rigs, rec, sim.elapsed().as_micros() as u64);
@@ -698,6 +769,25 @@ pub fn run(opts: &Options) -> RunResult {
     });
     let sim_time = sim.elapsed();
     drop(sim);
+    if let Some(stops) = &stops {
+        let done = stops.done.borrow();
+        let acked = |s: &&crate::deploy::Stop| s.answer.is_some_and(|a| (200..300).contains(&a));
+        let count =
+            |f: &dyn Fn(&&crate::deploy::Stop) -> bool| done.iter().filter(|s| acked(s) && f(s)).count();
+        trace.at(
+            sim_time.as_micros() as u64,
+            "deploy",
+            format!(
+                "graceful stops: {} asked, {} acknowledged, {} ended ({} of a leader), {} cut short by a kill",
+                done.len(),
+                count(&|_| true),
+                count(&|s| s.ended.is_some()),
+                count(&|s| s.ended.is_some() && s.leader),
+                count(&|s| s.interrupted),
+            ),
+        );
+        failures.extend(crate::deploy::check(&done, &names, sim_time.as_micros() as u64));
+    }
     let mut panicked = crate::checker::no_panic::check(&crate::panics::end());
     panicked.append(&mut failures);
     failures = panicked;
@@ -712,6 +802,7 @@ pub fn run(opts: &Options) -> RunResult {
     }
     annal::buggify::disable();
     annal::env::sim::late_jobs(None);
+    annal::env::sim::set_dns(None);
     annal::buggify::set_bugs(&[]);
     annal::buggify::on_acknowledged(None);
     failures.extend(crate::checker::acks::check(&acks.borrow()));
@@ -966,7 +1057,7 @@ pub(crate) fn form_cluster(rigs: &mut [Rig], size: usize, clients: usize) {
         let peers =
             names.iter().take(size).enumerate().filter(|(j, _)| *j != k).map(|(_, n)| n.clone()).collect();
         r.config.chunk_size = chunk;
-        let m = crate::rig::Membership { size, peers, replica: k >= size };
+        let m = crate::rig::Membership { size, peers, replica: k >= size, dns: false };
         r.join(m, &first, k * clients.max(1), streams, names.clone());
     }
 }

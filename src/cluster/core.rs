@@ -310,6 +310,15 @@ pub enum Input {
     Resign,
     /// The operator changes this node's priority (`POST /admin/node/priority/{n}`; not persisted).
     SetPriority(i64),
+    /// The node is stopping (after a leader's hand-over, or at once on a follower): it never
+    /// stands for election again, so a member on its way out cannot become the leader the
+    /// cluster then loses; it still follows, acknowledges and votes until it stops. A leader
+    /// that is still leading steps down at once.
+    Leave,
+    /// The members to contact are now these (DNS discovery's latest answer, with the gossip
+    /// seeds): they replace [`Settings::peers`]. This node's own endpoint and repeats are
+    /// dropped; an empty list changes nothing (a node never forgets every member at once).
+    Peers(Vec<NodeId>),
     /// A [`Effect::Ship`] went out, covering records up to `end`.
     Shipped {
         /// The follower.
@@ -382,7 +391,9 @@ pub enum Effect {
 pub struct Settings {
     /// This node.
     pub me: NodeId,
-    /// The other members to contact (the gossip seeds).
+    /// The other members to contact: the gossip seeds, and with DNS discovery the addresses
+    /// the name last resolved to ([`Input::Peers`]). Only they get this node's vote (unless
+    /// `allow_surplus`).
     pub peers: Vec<NodeId>,
     /// The configured number of voting members.
     pub cluster_size: usize,
@@ -496,6 +507,8 @@ pub struct Core {
     election_deadline: Duration,
     next_heartbeat: Duration,
     has_followed: bool,
+    /// The node is stopping ([`Input::Leave`]): it never stands again.
+    leaving: bool,
     next_subscription: u64,
     next_gossip: Duration,
     /// Members known from gossip: their last view and when it arrived.
@@ -559,6 +572,7 @@ impl Core {
             // A vote on disk means the node was not wiped: it remembers every term it voted in,
             // even with an empty log (a member that voted but never received a record).
             has_followed: !settings.fresh || persisted.proposal > 0,
+            leaving: false,
             next_subscription: 1,
             last_refusal: None,
             elections: Elections::default(),
@@ -628,6 +642,7 @@ impl Core {
     pub fn state(&self) -> VNodeState {
         let ro = self.settings.read_only;
         match &self.role {
+            Role::Follower { .. } if self.leaving => VNodeState::ShuttingDown,
             Role::Follower { leader: None, .. } if ro => VNodeState::ReadOnlyLeaderless,
             Role::Follower { leader: None, .. } => VNodeState::Unknown,
             Role::Follower { subscription: Some((_, true)), leader_end, .. } => {
@@ -699,6 +714,8 @@ impl Core {
             Input::Shipped { to, subscription, end } => self.on_shipped(to, subscription, end, &mut out),
             Input::Resign => self.resign(&mut out),
             Input::SetPriority(p) => self.settings.priority = p,
+            Input::Peers(peers) => self.set_peers(peers),
+            Input::Leave => self.leave(),
         }
         out
     }
@@ -805,8 +822,8 @@ impl Core {
                 self.maybe_hand_over(out);
             }
             Role::Follower { .. } | Role::Candidate { .. } => {
-                if self.settings.read_only {
-                    // Replicas never stand; a silent leader is forgotten.
+                if self.settings.read_only || self.leaving {
+                    // Replicas and leaving nodes never stand; a silent leader is forgotten.
                     if self.now >= self.election_deadline {
                         self.become_follower(None);
                         self.reset_election_timer();
@@ -962,6 +979,28 @@ impl Core {
         }
     }
 
+    fn leave(&mut self) {
+        if self.leaving {
+            return;
+        }
+        tracing::info!(term = self.term, "leaving: this node will not stand for election again");
+        self.leaving = true;
+        if !matches!(self.role, Role::Follower { .. }) {
+            self.become_follower(None);
+        }
+    }
+
+    fn set_peers(&mut self, mut peers: Vec<NodeId>) {
+        peers.retain(|p| *p != self.settings.me);
+        peers.sort();
+        peers.dedup();
+        if peers.is_empty() || peers == self.settings.peers {
+            return;
+        }
+        tracing::debug!(members = ?peers, "the members to contact changed");
+        self.settings.peers = peers;
+    }
+
     /// Starts resigning (leaders only; elsewhere nothing happens). The leader stops taking
     /// requests (its state says so), keeps replicating until everything it wrote is committed
     /// or an election timeout passed, then hands over ([`Core::maybe_hand_over`]).
@@ -986,7 +1025,10 @@ impl Core {
         }
         let successor = followers
             .iter()
-            .filter(|(_, p)| p.promotable)
+            .filter(|(id, p)| {
+                // Not a member that is stopping too (a rolling restart's next).
+                p.promotable && self.known.get(*id).is_none_or(|(v, _)| v.state != VNodeState::ShuttingDown)
+            })
             .max_by_key(|(id, p)| {
                 let priority = self.known.get(*id).map(|(v, _)| v.priority).unwrap_or(0);
                 (p.matched, priority)
@@ -1012,7 +1054,7 @@ impl Core {
         }
         // The leader gave up its lease: this node may vote at once, and stands if named.
         self.become_follower(None);
-        if successor == Some(self.settings.me) && self.may_vote() {
+        if successor == Some(self.settings.me) && self.may_vote() && !self.leaving {
             self.stand(out);
         }
     }
@@ -1554,7 +1596,7 @@ impl Eq for Core {}
 type CoreKey<'a> = (
     (u64, u64, Option<NodeId>, &'a [Epoch], &'a BTreeMap<u64, u64>, u64, u64, u64),
     &'a Role,
-    (Duration, Duration, Duration, Duration, bool, u64),
+    (Duration, Duration, Duration, Duration, bool, bool, u64),
     (u64, Duration),
 );
 
@@ -1578,6 +1620,7 @@ impl Core {
                 self.election_deadline,
                 self.next_heartbeat,
                 self.has_followed,
+                self.leaving,
                 self.next_subscription,
             ),
             self.progress,
@@ -1909,6 +1952,28 @@ mod tests {
         net.input(0, Input::Message(env));
         assert!(net.queue.is_empty(), "no vote for a surplus node");
         assert!(net.refusals.iter().any(|(_, w)| w.contains("not one of this node's configured members")));
+    }
+
+    #[test]
+    fn members_found_through_dns_replace_the_seeds_and_get_the_vote() {
+        let mut net = Net::new(&[0, 0, 0]);
+        // Node 2 restarted with a new address; DNS now names it (and node 0 itself, and a repeat).
+        let moved = SocketAddr::from(([10, 0, 0, 9], 1112));
+        net.input(0, Input::Peers(vec![id(1), moved, id(0), moved]));
+        assert_eq!(net.cores[0].settings().peers, vec![id(1), moved]);
+        // An empty answer is no answer: the members stay.
+        net.input(0, Input::Peers(Vec::new()));
+        assert_eq!(net.cores[0].settings().peers, vec![id(1), moved]);
+        let ask = Envelope {
+            from: moved,
+            cluster_size: 3,
+            term: 5,
+            msg: Msg::RequestVote { last_epoch: Some(4), durable: 100, priority: 0 },
+        };
+        net.input(0, Input::Message(ask));
+        let vote = net.queue.iter().find(|(to, _)| *to == index_of(moved)).map(|(_, e)| e.msg.clone());
+        assert_eq!(vote, Some(Msg::Vote { granted: true }), "the new address is a member now");
+        assert!(net.refusals.is_empty(), "{:?}", net.refusals);
     }
 
     #[test]

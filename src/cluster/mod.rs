@@ -6,11 +6,13 @@
 //! runs a core against the store and the `Env` network: it carries out the core's effects
 //! (persisting `proposal.chk`, writing epoch records and the leader's records, truncating a
 //! divergent tail, shipping records, publishing what is committed) and feeds it messages,
-//! timer ticks and the log's progress.
+//! timer ticks and the log's progress. [`discovery`] resolves the names a node is reached by
+//! and, with DNS discovery, the members' name.
 //!
 //! A single node (cluster size 1, not a replica) runs none of this: it is its own leader.
 
 pub mod core;
+pub mod discovery;
 pub mod replica;
 pub mod shell;
 pub mod wire;

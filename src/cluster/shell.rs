@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use super::core::{
     ChunkPart, Core, Effect, Envelope, Input, MemberView, Msg, NodeId, Persisted, Settings, VNodeState,
 };
+use super::discovery;
 use super::replica::{epoch_of, Replica};
 use super::wire;
 use crate::config::ClusterConfig;
@@ -127,7 +128,12 @@ impl Cluster {
         fresh: bool,
     ) -> std::io::Result<Arc<Cluster>> {
         let listener = env.net.listen(cfg.replication_addr).await?;
-        let me = cfg.replication_addr;
+        let bound = listener.local_addr()?;
+        let me =
+            discovery::advertised(&env, &cfg.advertise_replication, bound, None, "the replication endpoint")
+                .await?;
+        let http = discovery::advertised(&env, &cfg.advertise_http, http, Some(me.ip()), "the HTTP endpoint")
+            .await?;
         let s2 = store.clone();
         let (epochs, proposal) = env
             .blocking(move || {
@@ -145,7 +151,7 @@ impl Cluster {
         };
         let settings = Settings {
             me,
-            peers: cfg.gossip_seeds.clone(),
+            peers: cfg.gossip_seeds.iter().copied().filter(|p| *p != me).collect(),
             cluster_size: cfg.cluster_size,
             read_only: cfg.read_only_replica,
             priority: cfg.node_priority,
@@ -217,6 +223,14 @@ impl Cluster {
         env.rt.spawn(Box::pin(cluster.clone().watch_durable()));
         env.rt.spawn(Box::pin(cluster.clone().watch_written()));
         env.rt.spawn(Box::pin(cluster.clone().drive(core, rx)));
+        if let Some(dns) = cluster.cfg.dns.clone() {
+            let (seeds, every) = (cluster.cfg.gossip_seeds.clone(), cluster.cfg.gossip_interval);
+            let to = Arc::downgrade(&cluster);
+            let tell = move |peers| {
+                to.upgrade().is_some_and(|c| !c.is_stopped() && c.inbox.send(Input::Peers(peers)).is_ok())
+            };
+            env.rt.spawn(Box::pin(discovery::discover(env.clone(), dns, seeds, me, every, tell)));
+        }
         Ok(cluster)
     }
 
@@ -246,6 +260,12 @@ impl Cluster {
             }
             other => Err(format!("only the leader can resign; this node is {}", other.name())),
         }
+    }
+
+    /// The node is stopping: it never stands for election again ([`Input::Leave`]), and says
+    /// so in gossip (`ShuttingDown`), so a leader handing over does not name it.
+    pub fn leave(&self) {
+        let _ = self.inbox.send(Input::Leave);
     }
 
     /// Changes this node's priority in elections until it restarts
@@ -373,25 +393,28 @@ impl Cluster {
     async fn write_conn(self: Arc<Self>, to: NodeId, mut rx: mpsc::Receiver<Vec<u8>>) {
         let mut reported = false;
         loop {
-            let conn = match crate::tls::peer::connect(&self.env, &self.cfg.transport, to).await {
-                Ok(c) => {
-                    if reported {
-                        tracing::info!(peer = %to, "reached a cluster member again");
+            let conn =
+                match crate::tls::peer::connect(&self.env, &self.cfg.transport, to, self.cfg.peer_name())
+                    .await
+                {
+                    Ok(c) => {
+                        if reported {
+                            tracing::info!(peer = %to, "reached a cluster member again");
+                        }
+                        reported = false;
+                        c
                     }
-                    reported = false;
-                    c
-                }
-                Err(e) => {
-                    if !reported {
-                        tracing::warn!(peer = %to, error = %e, "cannot reach a cluster member; retrying");
-                        reported = true;
+                    Err(e) => {
+                        if !reported {
+                            tracing::warn!(peer = %to, error = %e, "cannot reach a cluster member; retrying");
+                            reported = true;
+                        }
+                        // What queued meanwhile is stale: drop it.
+                        while rx.try_recv().is_ok() {}
+                        self.env.rt.sleep(RECONNECT_DELAY).await;
+                        continue;
                     }
-                    // What queued meanwhile is stale: drop it.
-                    while rx.try_recv().is_ok() {}
-                    self.env.rt.sleep(RECONNECT_DELAY).await;
-                    continue;
-                }
-            };
+                };
             // Nothing comes back on this connection from a member: read what does, to say so,
             // until the connection is given up (`_closing` drops).
             let (mut back, mut conn) = tokio::io::split(conn);

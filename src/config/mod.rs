@@ -113,6 +113,53 @@ pub struct ClusterConfig {
     /// How node-to-node connections are carried (plain, or mutual TLS with the node's
     /// certificates); the node sets it before the cluster starts.
     pub transport: crate::tls::peer::Transport,
+    /// `DiscoverViaDns` with `ClusterDns` and `ClusterGossipPort`: the other members are the
+    /// addresses the name resolves to (besides any `GossipSeed`).
+    pub dns: Option<DnsDiscovery>,
+    /// `ReplicationHostAdvertiseAs` and `ReplicationTcpPortAdvertiseAs`: how the other nodes
+    /// reach this one (its identity in the cluster), when not `replication_addr`.
+    pub advertise_replication: Advertise,
+    /// `NodeHostAdvertiseAs` and `NodePortAdvertiseAs`: the HTTP endpoint gossip gives clients
+    /// for this node, when not the one it listens on.
+    pub advertise_http: Advertise,
+}
+
+/// Finding the cluster's members through DNS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsDiscovery {
+    /// The name whose A and AAAA records are the members (`ClusterDns`).
+    pub name: String,
+    /// Their replication port (`ClusterGossipPort`, by default this node's `ReplicationPort`).
+    pub port: u16,
+}
+
+/// An endpoint as others should reach it: each part `None` where the listener's own stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Advertise {
+    /// An IP address or a DNS name (resolved when the node starts).
+    pub host: Option<String>,
+    /// The port.
+    pub port: Option<u16>,
+}
+
+/// Checks an IP address or DNS name given as an option (letters, digits, `-`, `_` and `.`, at
+/// most 253 characters, labels of at most 63); returns it.
+fn host_name(h: &str) -> Result<String, String> {
+    if h.parse::<IpAddr>().is_ok() {
+        return Ok(h.to_string());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let name = h.strip_suffix('.').unwrap_or(h);
+    if name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err("expected an IP address or a DNS name (letters, digits, '-' and '.')".into());
+    }
+    Ok(h.to_string())
 }
 
 /// The least `NodeConnectionResetIntervalMs` accepted: each reset costs a handshake per member.
@@ -135,6 +182,13 @@ impl ClusterConfig {
 
     /// Whether `seed` is this node's own replication endpoint: the same address, or, when this
     /// node listens on every address, its port on a loopback or unspecified address.
+    /// The name a member's certificate must carry when dialled: with DNS discovery the cluster's
+    /// DNS name (members are found by it and their addresses come and go), else none (the
+    /// address dialled).
+    pub fn peer_name(&self) -> Option<&str> {
+        self.dns.as_ref().map(|d| d.name.as_str())
+    }
+
     pub fn names_this_node(&self, seed: SocketAddr) -> bool {
         let own = self.replication_addr;
         seed == own
@@ -322,11 +376,6 @@ fn cluster_from_values(
             "ReadOnlyReplica needs a cluster to follow: set ClusterSize to the number of voting nodes (above 1) and GossipSeed to their replication endpoints".into(),
         ));
     }
-    if flag("DiscoverViaDns") {
-        return Err(ConfigError::Conflict(
-            "DiscoverViaDns: discovering the cluster through DNS is not supported; list the other nodes' replication endpoints in GossipSeed instead".into(),
-        ));
-    }
     let replication_port = u16::try_from(int("ReplicationPort"))
         .map_err(|_| invalid("ReplicationPort", "must be at most 65535"))?;
     let replication_ip: IpAddr =
@@ -353,6 +402,25 @@ fn cluster_from_values(
                 .map_err(|_| invalid("MaxTruncation", "expected -1 (no limit) or a number of bytes"))?,
         ),
     };
+    let port = |n: &str| match u16::try_from(int(n)) {
+        Ok(0) => Ok(None),
+        Ok(p) => Ok(Some(p)),
+        Err(_) => Err(invalid(n, "must be at most 65535")),
+    };
+    let host = |n: &str| match get(n).trim() {
+        "" => Ok(None),
+        h => host_name(h).map(Some).map_err(|reason| invalid(n, &reason)),
+    };
+    let gossip_port = port("ClusterGossipPort")?.unwrap_or(replication_port);
+    let dns = match (flag("DiscoverViaDns"), host("ClusterDns")?) {
+        (true, Some(name)) => Some(DnsDiscovery { name, port: gossip_port }),
+        (true, None) => {
+            return Err(ConfigError::Conflict(
+                "DiscoverViaDns is on but ClusterDns is empty: name the DNS name whose addresses are the cluster's nodes".into(),
+            ))
+        }
+        (false, _) => None,
+    };
     let mut cluster = ClusterConfig {
         cluster_size,
         node_priority: get("NodePriority").parse().unwrap_or(0),
@@ -371,6 +439,12 @@ fn cluster_from_values(
         allow_surplus_nodes: flag("UnsafeAllowSurplusNodes"),
         max_truncation,
         transport: crate::tls::peer::Transport::Plain,
+        dns,
+        advertise_replication: Advertise {
+            host: host("ReplicationHostAdvertiseAs")?,
+            port: port("ReplicationTcpPortAdvertiseAs")?,
+        },
+        advertise_http: Advertise { host: host("NodeHostAdvertiseAs")?, port: port("NodePortAdvertiseAs")? },
     };
     let seeds = parse_endpoints(&get("GossipSeed")).map_err(|reason| invalid("GossipSeed", &reason))?;
     let named = !seeds.is_empty();
@@ -379,12 +453,13 @@ fn cluster_from_values(
             cluster.gossip_seeds.push(seed);
         }
     }
-    if cluster.is_cluster() && (replication_ip.is_unspecified() || replication_port == 0) {
+    let advertised = cluster.advertise_replication.host.is_some();
+    if cluster.is_cluster() && ((replication_ip.is_unspecified() && !advertised) || replication_port == 0) {
         return Err(ConfigError::Conflict(format!(
-            "ReplicationIp {replication_ip} and ReplicationPort {replication_port}: a cluster node names itself to the others by this endpoint, so it must be the address and port they reach it at (not 0.0.0.0 or port 0)"
+            "ReplicationIp {replication_ip} and ReplicationPort {replication_port}: a cluster node names itself to the others by this endpoint, so it must be the address and port they reach it at (not port 0, and not 0.0.0.0 unless ReplicationHostAdvertiseAs names the address)"
         )));
     }
-    if cluster.is_cluster() && cluster.gossip_seeds.is_empty() {
+    if cluster.is_cluster() && cluster.gossip_seeds.is_empty() && cluster.dns.is_none() {
         return Err(ConfigError::Conflict(if named {
             format!(
                 "GossipSeed names only this node's own replication endpoint {}: list the other nodes' replication endpoints (ip:port, comma-separated)",
@@ -392,7 +467,7 @@ fn cluster_from_values(
             )
         } else {
             format!(
-                "ClusterSize is {cluster_size} but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated)"
+                "ClusterSize is {cluster_size} but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated), or find them through DNS (DiscoverViaDns with ClusterDns)"
             )
         }));
     }
@@ -873,6 +948,10 @@ mod tests {
         ("DeadMemberRemovalPeriodSec", "60"),
         ("UnsafeAllowSurplusNodes", "true"),
         ("MaxTruncation", "-1"),
+        ("ReplicationHostAdvertiseAs", "node1.annal.example"),
+        ("ReplicationTcpPortAdvertiseAs", "3112"),
+        ("NodeHostAdvertiseAs", "10.1.0.1"),
+        ("NodePortAdvertiseAs", "3113"),
     ];
 
     #[test]
@@ -896,6 +975,9 @@ mod tests {
             allow_surplus_nodes: false,
             max_truncation: Some(268435456),
             transport: crate::tls::peer::Transport::Plain,
+            dns: None,
+            advertise_replication: Advertise::default(),
+            advertise_http: Advertise::default(),
         };
         assert_eq!(c.cluster, expected);
         assert_eq!(c.cluster.quorum(), 1);
@@ -911,7 +993,9 @@ mod tests {
     fn every_cluster_option_through_every_source() {
         let sampled: Vec<&str> = CLUSTER_SAMPLES.iter().map(|(n, _)| *n).collect();
         for o in OPTIONS.iter().filter(|o| o.group == "Cluster") {
-            let untestable = ["GossipOnSingleNode", "DiscoverViaDns"].contains(&o.name);
+            // DNS discovery's three options act together (`dns_discovery_and_advertised_addresses`).
+            let untestable =
+                ["GossipOnSingleNode", "DiscoverViaDns", "ClusterDns", "ClusterGossipPort"].contains(&o.name);
             assert!(untestable || sampled.contains(&o.name), "{} has no sample", o.name);
         }
         for (name, value) in CLUSTER_SAMPLES {
@@ -1054,6 +1138,9 @@ mod tests {
                 allow_surplus_nodes: true,
                 max_truncation: Some(0),
                 transport: crate::tls::peer::Transport::Plain,
+                dns: None,
+                advertise_replication: Advertise::default(),
+                advertise_http: Advertise::default(),
             }
         );
         assert_eq!(c.values["GossipSeed"].0, "10.0.0.2:1112,[fd00::3]:1113,10.0.0.2:1112");
@@ -1120,7 +1207,7 @@ mod tests {
         );
         assert_eq!(
             conflict(&["--cluster-size", "3"]),
-            "ClusterSize is 3 but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated)"
+            "ClusterSize is 3 but GossipSeed is empty: list the other nodes' replication endpoints (ip:port, comma-separated), or find them through DNS (DiscoverViaDns with ClusterDns)"
         );
         assert_eq!(
             conflict(&["--cluster-size", "3", "--gossip-seed", "127.0.0.1:1112"]),
@@ -1158,9 +1245,62 @@ mod tests {
         assert!(parse_cli(&["--http-port", "0", "--replication-port", "0"]).is_ok());
         assert_eq!(
             conflict(&["--discover-via-dns"]),
-            "DiscoverViaDns: discovering the cluster through DNS is not supported; list the other nodes' replication endpoints in GossipSeed instead"
+            "DiscoverViaDns is on but ClusterDns is empty: name the DNS name whose addresses are the cluster's nodes"
         );
         assert!(parse_cli(&["--discover-via-dns", "false"]).is_ok());
+    }
+
+    #[test]
+    fn dns_discovery_and_advertised_addresses() {
+        // A Kubernetes member: listens everywhere, names itself by its pod's DNS name, finds the
+        // others through the headless Service, with no GossipSeed.
+        let pod = [
+            "--cluster-size",
+            "3",
+            "--replication-ip",
+            "0.0.0.0",
+            "--http-ip",
+            "0.0.0.0",
+            "--insecure",
+            "--discover-via-dns",
+            "--cluster-dns",
+            "annal.db.svc.cluster.local",
+            "--replication-host-advertise-as",
+            "annal-0.annal.db.svc.cluster.local",
+        ];
+        let c = parse_cli(&pod).unwrap().cluster;
+        assert_eq!(c.dns, Some(DnsDiscovery { name: "annal.db.svc.cluster.local".into(), port: 1112 }));
+        assert!(c.gossip_seeds.is_empty());
+        assert_eq!(c.advertise_replication.host.as_deref(), Some("annal-0.annal.db.svc.cluster.local"));
+        assert_eq!(c.advertise_replication.port, None);
+        assert_eq!(c.advertise_http, Advertise::default());
+        let mut other_port = pod.to_vec();
+        other_port.extend(["--cluster-gossip-port", "3112"]);
+        assert_eq!(parse_cli(&other_port).unwrap().cluster.dns.unwrap().port, 3112);
+        // The variables a StatefulSet sets, with the options' v5 names among them.
+        let vars = [
+            ("ANNAL_CLUSTER_SIZE", "3"),
+            ("ANNAL_DISCOVER_VIA_DNS", "true"),
+            ("ANNAL_CLUSTER_DNS", "annal"),
+            ("ANNAL_INT_IP", "0.0.0.0"),
+            ("ANNAL_INT_IP_ADVERTISE_AS", "10.2.0.7"),
+            ("ANNAL_EXT_IP_ADVERTISE_AS", "annal-0.annal"),
+        ];
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let c = Config::parse(&[], &vars, no_file).unwrap().cluster;
+        assert_eq!(c.dns.unwrap().name, "annal");
+        assert_eq!(c.advertise_replication.host.as_deref(), Some("10.2.0.7"));
+        assert_eq!(c.advertise_http.host.as_deref(), Some("annal-0.annal"));
+        // Without an advertised address, 0.0.0.0 cannot name the node.
+        assert!(conflict(&pod[..pod.len() - 2]).contains("not 0.0.0.0 unless ReplicationHostAdvertiseAs"));
+        // A DNS name is checked as one.
+        assert_eq!(
+            invalid(&["--cluster-dns", "annal cluster"]),
+            "invalid value \"annal cluster\" for ClusterDns: expected an IP address or a DNS name (letters, digits, '-' and '.')"
+        );
+        assert!(invalid(&["--node-host-advertise-as", "-x.example"]).contains("for NodeHostAdvertiseAs"));
+        assert!(invalid(&["--cluster-gossip-port", "70000"]).contains("must be at most 65535"));
+        assert!(parse_cli(&["--cluster-dns", "annal.", "--node-host-advertise-as", "fd00::1"]).is_ok());
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod watermark;
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -225,6 +225,21 @@ pub trait Net: Send + Sync {
     fn listen(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>>;
     /// Opens a connection.
     fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>>;
+
+    /// Every address `host` names (its A and AAAA records, in the resolver's order, without
+    /// repeats); an IP address names itself. An empty list is an answer (a name without
+    /// records), an error is no answer. The default knows only IP addresses: environments
+    /// without a resolver (in-memory) answer names with `NotFound`.
+    fn resolve(&self, host: &str) -> BoxFuture<'_, io::Result<Vec<IpAddr>>> {
+        let answer = match host.parse::<IpAddr>() {
+            Ok(ip) => Ok(vec![ip]),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{host}: this environment has no resolver"),
+            )),
+        };
+        Box::pin(async move { answer })
+    }
 
     /// Listens on a local socket at `path` (a stale socket file there is replaced) that only the
     /// listening process's own user may open: the real one is a unix domain socket made mode

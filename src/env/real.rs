@@ -481,6 +481,22 @@ impl Net for RealNet {
             Ok(Box::new(s) as Box<dyn Conn>)
         })
     }
+    fn resolve(&self, host: &str) -> BoxFuture<'_, io::Result<Vec<std::net::IpAddr>>> {
+        let host = host.to_string();
+        Box::pin(async move {
+            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+                return Ok(vec![ip]);
+            }
+            // getaddrinfo on the blocking pool (the system's resolver: /etc/hosts, then DNS).
+            let mut ips: Vec<std::net::IpAddr> = Vec::new();
+            for a in tokio::net::lookup_host((host.as_str(), 0)).await? {
+                if !ips.contains(&a.ip()) {
+                    ips.push(a.ip());
+                }
+            }
+            Ok(ips)
+        })
+    }
 }
 
 /// The tokio runtime the environment was built in; blocking and background work go to its

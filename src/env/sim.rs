@@ -19,7 +19,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,12 @@ pub fn env(disk: Arc<dyn Disk>, clock: Arc<SimClock>, io_delay: Option<IoDelay>,
     Env::new(disk, clock, Arc::new(SimNet), Arc::new(SimRuntime { io_delay }), seed)
 }
 
+/// The simulated DNS: for a name, how long the answer takes and what it is (the addresses, or
+/// no answer). Called at each [`Net::resolve`] of a host name on the simulation's thread.
+pub type Resolver = std::rc::Rc<dyn Fn(&str) -> (Duration, io::Result<Vec<IpAddr>>)>;
+
 thread_local! {
+    static DNS: std::cell::RefCell<Option<Resolver>> = const { std::cell::RefCell::new(None) };
     static HALTED: Cell<bool> = const { Cell::new(false) };
     static LATE_JOBS: std::cell::RefCell<Option<IoDelay>> = const { std::cell::RefCell::new(None) };
 }
@@ -49,6 +54,13 @@ pub fn late_jobs(late: Option<IoDelay>) {
 
 fn late_job() -> Duration {
     LATE_JOBS.with(|l| l.borrow().as_ref().map_or(Duration::ZERO, |f| f()))
+}
+
+/// Installs the DNS the simulated nodes on this thread ask (`None`: none, the default: a host
+/// name is then not found, and only IP addresses resolve). The simulator installs one per run
+/// that discovers its members through DNS, with its own seeded faults.
+pub fn set_dns(resolver: Option<Resolver>) {
+    DNS.with(|d| *d.borrow_mut() = resolver);
 }
 
 /// Stops blocking and background work on this thread (called by the simulator's panic hook).
@@ -142,6 +154,26 @@ impl Net for SimNet {
         Box::pin(async move {
             let s = turmoil::net::TcpStream::connect(addr).await?;
             Ok(Box::new(s) as Box<dyn Conn>)
+        })
+    }
+    // The simulated answer's delay is turmoil's paused clock, as `SimRuntime::sleep`'s.
+    #[allow(clippy::disallowed_methods)]
+    fn resolve(&self, host: &str) -> BoxFuture<'_, io::Result<Vec<IpAddr>>> {
+        let (delay, answer) = match host.parse::<IpAddr>() {
+            Ok(ip) => (Duration::ZERO, Ok(vec![ip])),
+            Err(_) => DNS.with(|d| match d.borrow().as_ref() {
+                Some(resolve) => resolve(host),
+                None => {
+                    let why = format!("{host}: the simulation has no DNS");
+                    (Duration::ZERO, Err(io::Error::new(io::ErrorKind::NotFound, why)))
+                }
+            }),
+        };
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            answer
         })
     }
 }

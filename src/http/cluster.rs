@@ -223,7 +223,8 @@ async fn send(node: &crate::node::Node, to: SocketAddr, out: &[u8]) -> std::io::
         Some(tls) => crate::tls::peer::Transport::Tls(tls.clone()),
         None => crate::tls::peer::Transport::Plain,
     };
-    let mut conn = crate::tls::peer::connect(node.env(), &transport, to).await?;
+    let mut conn =
+        crate::tls::peer::connect(node.env(), &transport, to, node.config().cluster.peer_name()).await?;
     conn.write_all(out).await?;
     conn.flush().await?;
     let mut raw = Vec::new();

@@ -3,7 +3,7 @@
 //! accepting one).
 //!
 //! With TLS, both ends authenticate. The dialled node's certificate must chain to a trusted root
-//! and carry the address dialled (an IP SAN); the dialling node must present a certificate that
+//! and carry the address dialled (an IP SAN), or with DNS discovery the cluster's DNS name; the dialling node must present a certificate that
 //! chains to a trusted root. Both ends then require the other's certificate common name to carry
 //! the reserved node common name in force ([`names::cn_matches_reserved`]). A refusal is logged
 //! with its cause ("partial chain" when the peer's issuer is not trusted).
@@ -60,12 +60,22 @@ impl Transport {
     }
 }
 
-/// Dials `to` through the Env network and authenticates it.
-pub async fn connect(env: &Env, transport: &Transport, to: SocketAddr) -> io::Result<Box<dyn Conn>> {
+/// Dials `to` through the Env network and authenticates it: its certificate must carry `name`
+/// when given (the cluster's DNS name, with DNS discovery), else the address dialled.
+pub async fn connect(
+    env: &Env,
+    transport: &Transport,
+    to: SocketAddr,
+    name: Option<&str>,
+) -> io::Result<Box<dyn Conn>> {
     let conn = env.net.connect(to).await?;
     let Transport::Tls(tls) = transport else { return Ok(conn) };
     let active = tls.current();
-    let name = ServerName::IpAddress(to.ip().into());
+    let name = match name {
+        Some(n) => ServerName::try_from(n.trim_end_matches('.').to_string())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{n} is not a DNS name")))?,
+        None => ServerName::IpAddress(to.ip().into()),
+    };
     let conn = tokio::io::BufReader::with_capacity(super::accept::READ_BUFFER, conn);
     let connect = tokio_rustls::TlsConnector::from(active.peer_client.clone()).connect(name, conn);
     let stream =
