@@ -12,6 +12,7 @@
 //! - [`keyed`]: a fast keyed hash for maps whose keys clients choose;
 //! - [`backup`]: the backup, restore and backup-verification tools; [`redact`]: redaction;
 //! - [`tls`]: certificates, TLS for the HTTP API and between nodes, `annal certs`;
+//! - [`tools`]: `annal healthcheck`, `annal cluster rolling-restart` and the tools' HTTP client;
 //! - [`logs`]: the JSON lines log format and the runtime log level;
 //! - [`metrics`]: what the node measures, served on `/metrics`;
 //! - [`buggify`]: simulation-only BUGGIFY sites and test-only bug switches (inert without `sim`).
@@ -35,3 +36,4 @@ pub mod scavenge;
 pub mod store;
 pub mod subscriptions;
 pub mod tls;
+pub mod tools;

@@ -77,7 +77,10 @@ fn main() -> ExitCode {
     if let Some(code) = annal::backup::cli::dispatch(&args) {
         return code;
     }
-    let env_vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect();
+    if let Some(code) = annal::tools::dispatch(&args) {
+        return code;
+    }
+    let env_vars = annal::env::real::annal_vars();
     let config = match Config::parse(&args, &env_vars, annal::env::real::read_text_file) {
         Ok(c) => c,
         Err(e) => {

@@ -204,3 +204,41 @@ fn a_client_that_never_finishes_its_request_head_does_not_hold_a_stop() {
     assert!(status.success(), "exit {status} after {took:?}: {log}");
     assert!(took < Duration::from_secs(10), "the half-sent head held the stop for {took:?}");
 }
+
+/// `annal healthcheck` (a container's probe, where no curl exists): exit 0 while its node
+/// serves, 1 when no node answers, 2 for a bad command line.
+#[test]
+fn the_healthcheck_exits_zero_only_while_its_node_lives() {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["--mem-db"])
+        .env("ANNAL_HTTP_PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("annal is serving HTTP") {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the node ended before it served");
+    }
+    let check = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_annal"))
+            .arg("healthcheck")
+            .args(args)
+            .env("ANNAL_HTTP_PORT", port.to_string())
+            .output()
+            .unwrap()
+    };
+    assert_eq!(check(&[]).status.code(), Some(0));
+    assert_eq!(check(&["--url", &format!("http://127.0.0.1:{port}/")]).status.code(), Some(0));
+    let gone = check(&["--url", &format!("http://127.0.0.1:{}", free_port())]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("cannot reach the node"));
+    assert_eq!(check(&["--timeout", "soon"]).status.code(), Some(2));
+    assert_eq!(check(&["--url", "ftp://x"]).status.code(), Some(2));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(check(&[]).status.code(), Some(1), "a stopped node is not live");
+}

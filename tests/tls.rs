@@ -849,13 +849,15 @@ async fn node_connections_authenticate_both_ends_and_expire_at_the_reset_interva
     assert!(refused.to_string().contains("partial chain"), "{refused}");
     // Found through DNS: the certificate must carry the cluster's name (here `localhost`), not
     // the address dialled.
-    let mut named = connect(&env, &b, addr, Some("localhost")).await.expect("the name the certificate carries");
+    let mut named =
+        connect(&env, &b, addr, Some("localhost")).await.expect("the name the certificate carries");
     named.write_all(b"named").await.unwrap();
     named.flush().await.unwrap();
     named.read_exact(&mut echo).await.unwrap();
     assert_eq!(&echo, b"named");
     drop(named);
-    let wrong = connect(&env, &b, addr, Some("annal.example")).await.err().expect("a name the certificate lacks");
+    let wrong =
+        connect(&env, &b, addr, Some("annal.example")).await.err().expect("a name the certificate lacks");
     assert!(wrong.to_string().contains("certificate"), "{wrong}");
     let outcomes = server.await.unwrap();
     let (r, waited) = *outcomes[0].as_ref().unwrap();
@@ -968,4 +970,46 @@ fn a_reload_honours_a_changed_reserved_common_name_in_the_config_file() {
     assert_eq!(r.status, 500, "{r:?}");
     assert!(r.body.contains("cannot read the configuration again"), "{}", r.body);
     assert_eq!(https(p.http, &ca1.cert, "GET", "/ping", &[], "").unwrap().served, thumb(&b));
+}
+
+/// `annal healthcheck` finds its node from the node's own options (here the environment of a
+/// container: `ANNAL_*` variables) and asks it over HTTPS without credentials: 0 while it
+/// lives, 1 once it is gone.
+#[test]
+fn the_healthcheck_asks_its_node_over_https_from_the_nodes_own_options() {
+    let root = tempfile::tempdir().unwrap();
+    let ca1 = ca();
+    let n1 = node_cert(&ca1, "eventstoredb-node", now() - 60, 10);
+    let files = Files::new(root.path().join("n"), &ca1, &n1);
+    let mut p = single(&files, root.path().join("n.log"));
+    let a = files.args();
+    let vars = [
+        ("ANNAL_HTTP_PORT", p.http.to_string()),
+        ("ANNAL_CERTIFICATE_FILE", a[1].clone()),
+        ("ANNAL_CERTIFICATE_PRIVATE_KEY_FILE", a[3].clone()),
+        ("ANNAL_TRUSTED_ROOT_CERTIFICATES_PATH", a[5].clone()),
+    ];
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_annal"))
+            .arg("healthcheck")
+            .envs(vars.iter().cloned())
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Plain HTTP to a TLS node is no answer.
+    let plain = Command::new(env!("CARGO_BIN_EXE_annal"))
+        .args(["healthcheck", "--timeout", "2", "--url", &format!("http://127.0.0.1:{}", p.http)])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(1));
+    if let Some(mut c) = p.child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(!p.alive());
+    let out = check();
+    assert_eq!(out.status.code(), Some(1), "a stopped node is not live");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the node"));
 }

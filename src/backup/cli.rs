@@ -5,17 +5,18 @@
 //! Exit codes: 0 done, 1 the procedure failed (the message names the file, offset or step),
 //! 2 a bad command line (nothing was touched).
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::copy::{backup, BackupOptions, Progress};
 use super::restore::{restore, RestoreOptions};
-use super::scavenge::{HttpScavenge, HttpsTarget, NoNode, ScavengeControl};
+use super::scavenge::{HttpScavenge, NoNode, ScavengeControl};
 use super::verify::verify;
 use super::BackupError;
 use crate::dblock::{database_id, DbLock};
 use crate::env::Env;
+use crate::tools::args::Args;
+use crate::tools::client::{Endpoint, HttpsTarget};
 
 const BACKUP_HELP: &str = "\
 Usage: annal backup --db PATH --to DIR [--differential] [--index PATH]
@@ -87,6 +88,12 @@ impl From<crate::dblock::LockError> for Failure {
     }
 }
 
+impl From<String> for Failure {
+    fn from(usage: String) -> Self {
+        Failure::Usage(usage)
+    }
+}
+
 impl From<BackupError> for Failure {
     fn from(e: BackupError) -> Self {
         match e {
@@ -123,83 +130,8 @@ where
     })
 }
 
-/// Parsed `--name value` options and flags.
-struct Args {
-    values: Vec<(String, String)>,
-    flags: Vec<String>,
-    positional: Vec<String>,
-}
-
 fn parse(args: &[String], valued: &[&str], flags: &[&str]) -> Result<Args, Failure> {
-    let mut out = Args { values: Vec::new(), flags: Vec::new(), positional: Vec::new() };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (name, inline) = match a.split_once('=') {
-            Some((n, v)) if a.starts_with("--") => (n, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        if valued.contains(&name) {
-            let v = match inline {
-                Some(v) => v,
-                None => it.next().cloned().ok_or_else(|| Failure::Usage(format!("{name} needs a value")))?,
-            };
-            if out.values.iter().any(|(n, _)| n == name) {
-                return Err(Failure::Usage(format!("{name} is given twice")));
-            }
-            out.values.push((name.to_string(), v));
-        } else if flags.contains(&name) && inline.is_none() {
-            out.flags.push(name.to_string());
-        } else if a.starts_with('-') {
-            return Err(Failure::Usage(format!("unknown option {a} (see --help)")));
-        } else {
-            out.positional.push(a.clone());
-        }
-    }
-    Ok(out)
-}
-
-impl Args {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.values.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-    fn need(&self, name: &str) -> Result<&str, Failure> {
-        self.get(name).ok_or_else(|| Failure::Usage(format!("{name} is required (see --help)")))
-    }
-    fn flag(&self, name: &str) -> bool {
-        self.flags.iter().any(|f| f == name)
-    }
-}
-
-/// A node's endpoint: its address, whether it speaks TLS, and the host as written.
-struct Endpoint {
-    addr: SocketAddr,
-    https: bool,
-    host: String,
-}
-
-fn parse_url(url: &str) -> Result<Endpoint, Failure> {
-    let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
-        (Some(rest), _) => (false, rest),
-        (None, Some(rest)) => (true, rest),
-        (None, None) => return Err(Failure::Usage(format!("--url {url}: only http:// and https:// URLs"))),
-    };
-    let hostport = rest.split('/').next().unwrap_or(rest);
-    // `host:port`, `host`, `[v6]:port` or `[v6]`; the port defaults to 2113.
-    let has_port = match hostport.strip_prefix('[') {
-        Some(v6) => v6.contains("]:"),
-        None => hostport.contains(':'),
-    };
-    let (host, hostport) = match hostport.rsplit_once(':') {
-        Some((host, _)) if has_port => (host, hostport.to_string()),
-        _ => (hostport, format!("{hostport}:2113")),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-    let addr = hostport
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| Failure::Usage(format!("--url {url}: cannot resolve {hostport}")))?;
-    Ok(Endpoint { addr, https, host })
+    crate::tools::args::parse(args, valued, flags).map_err(Failure::Usage)
 }
 
 /// Draws `done / planned` as a bar on stderr.
@@ -267,18 +199,20 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         dest: PathBuf::from(a.need("--to")?),
         differential: a.flag("--differential"),
     };
-    let url = parse_url(a.get("--url").unwrap_or("http://127.0.0.1:2113"))?;
-    let addr = url.addr;
+    let url = Endpoint::parse(a.get("--url").unwrap_or("http://127.0.0.1:2113"))
+        .map_err(|e| format!("--url {e}"))?;
+    let addr = url.to_string();
     let password = a
         .get("--password")
         .map(str::to_string)
         .or_else(|| std::env::var("ANNAL_BACKUP_PASSWORD").ok())
         .unwrap_or_else(|| "changeit".into());
-    let mut http = HttpScavenge::new(env.clone(), addr, a.get("--user").unwrap_or("admin"), &password);
+    let mut client = crate::tools::client::NodeClient::new(env.clone(), &url.host, url.port)
+        .with_credentials(a.get("--user").unwrap_or("admin"), &password);
     match (url.https, a.get("--ca-certificate")) {
         (true, Some(ca)) => {
             let target = HttpsTarget::new(&env, Path::new(ca), &url.host).map_err(|e| Failure::Usage(format!("--ca-certificate: {e}")))?;
-            http = http.with_tls(target);
+            client = client.with_tls(target);
         }
         (true, None) => {
             return Err(Failure::Usage(
@@ -290,6 +224,7 @@ async fn backup_cmd(env: Env, args: &[String]) -> Result<(), Failure> {
         }
         (false, None) => {}
     }
+    let http = HttpScavenge::of(client);
     // A node answering: it controls scavenges. None answering: the database's lock proves that
     // no node runs on it (and keeps one from starting until the backup is done).
     let mut offline_lock = None;

@@ -4,7 +4,7 @@
 //! [`ScavengeControl`] is what the backup procedure needs; [`HttpScavenge`] asks a node over its
 //! HTTP API (`GET /admin/scavenge/current`, `DELETE /admin/scavenge/{id}`, which answers once the
 //! run has stopped at a checkpoint, and `POST /admin/scavenge`, which resumes from that
-//! checkpoint), through [`crate::env::Net`], so it also runs in the simulator. A node that serves
+//! checkpoint) with the tools' [`NodeClient`], so it also runs in the simulator. A node that serves
 //! TLS is asked over HTTPS ([`HttpsTarget`]): its certificate must chain to the roots given and
 //! carry the host name or address dialled.
 //!
@@ -12,14 +12,10 @@
 //! nothing else; a failure to reach the node is an error, never taken for "no scavenge runs".
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use crate::env::{BoxFuture, Env};
+use crate::tools::client::{HttpsTarget, NodeClient, Reply};
 
 use super::BackupError;
 
@@ -33,130 +29,42 @@ pub trait ScavengeControl: Send {
 
 /// A node's HTTP API, with credentials of a user in `$ops` or `$admins`.
 pub struct HttpScavenge {
-    env: Env,
-    addr: SocketAddr,
-    authorization: String,
-    timeout: Duration,
-    tls: Option<HttpsTarget>,
-}
-
-/// HTTPS to a node: the roots its certificate must chain to, and the name it must carry.
-pub struct HttpsTarget {
-    config: Arc<rustls::ClientConfig>,
-    name: rustls::pki_types::ServerName<'static>,
-}
-
-impl HttpsTarget {
-    /// Trusts the PEM certificates of `roots` (read through the Env's disk) for a node reached
-    /// as `host` (a DNS name or an IP address); certificates are checked against the Env clock.
-    pub fn new(env: &Env, roots: &Path, host: &str) -> Result<HttpsTarget, String> {
-        use rustls::pki_types::pem::PemObject;
-        let pem = env.read_file(roots).map_err(|e| format!("cannot read {}: {e}", roots.display()))?;
-        let mut store = rustls::RootCertStore::empty();
-        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| format!("{} is not PEM: {e}", roots.display()))?;
-            store.add(cert).map_err(|e| format!("{}: {e}", roots.display()))?;
-        }
-        if store.is_empty() {
-            return Err(format!("{} holds no CERTIFICATE", roots.display()));
-        }
-        let name = rustls::pki_types::ServerName::try_from(host.to_string())
-            .map_err(|e| format!("{host} is not a host name or address: {e}"))?;
-        let time = Arc::new(crate::tls::EnvTime(env.clock.clone()));
-        let config = rustls::ClientConfig::builder_with_details(crate::tls::provider(), time)
-            .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(store)
-            .with_no_client_auth();
-        Ok(HttpsTarget { config: Arc::new(config), name })
-    }
-}
-
-/// Sends `head` and reads until the node closes. A TLS peer that closes without its
-/// close-notify after a whole reply still gave that reply.
-async fn exchange<S>(mut conn: S, head: &[u8]) -> std::io::Result<Vec<u8>>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    conn.write_all(head).await?;
-    conn.flush().await?;
-    let mut raw = Vec::new();
-    match conn.read_to_end(&mut raw).await {
-        Ok(_) => Ok(raw),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && parse_reply(&raw).is_some() => Ok(raw),
-        Err(e) => Err(e),
-    }
-}
-
-/// A reply: status and body.
-struct Reply {
-    status: u16,
-    body: String,
+    client: NodeClient,
 }
 
 impl HttpScavenge {
     /// A client of the node at `addr`.
     pub fn new(env: Env, addr: SocketAddr, user: &str, password: &str) -> HttpScavenge {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        HttpScavenge {
-            env,
-            addr,
-            authorization: format!("Basic {token}"),
-            timeout: Duration::from_secs(300),
-            tls: None,
-        }
+        let client = NodeClient::new(env, &addr.ip().to_string(), addr.port())
+            .with_credentials(user, password)
+            // A stop answers once the run has reached a checkpoint.
+            .with_timeout(Duration::from_secs(300));
+        HttpScavenge { client }
+    }
+
+    /// Through `client` (its credentials and TLS as given; a deadline long enough for a stop).
+    pub fn of(client: NodeClient) -> HttpScavenge {
+        HttpScavenge { client: client.with_timeout(Duration::from_secs(300)) }
     }
 
     /// Speaks HTTPS to the node.
     pub fn with_tls(mut self, tls: HttpsTarget) -> HttpScavenge {
-        self.tls = Some(tls);
+        self.client = self.client.with_tls(tls);
         self
     }
 
     /// Whether the node answers at all (a connection can be opened).
     pub async fn reachable(&self) -> bool {
-        self.env.net.connect(self.addr).await.is_ok()
+        self.client.reachable().await
     }
 
     async fn request(&self, method: &str, path: &str) -> Result<Reply, BackupError> {
-        let unreachable = |e: std::io::Error| {
-            BackupError::Scavenge(format!("cannot reach the node at {} to control scavenges: {e}", self.addr))
-        };
-        let fut = async {
-            let conn = self.env.net.connect(self.addr).await.map_err(unreachable)?;
-            let head = format!(
-                "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nAccept: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                self.addr, self.authorization
-            );
-            let raw = match &self.tls {
-                None => exchange(conn, head.as_bytes()).await.map_err(unreachable)?,
-                Some(t) => {
-                    let tls = tokio_rustls::TlsConnector::from(t.config.clone())
-                        .connect(t.name.clone(), conn)
-                        .await
-                        .map_err(|e| {
-                            let reason = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                                Some(r) => crate::tls::load::chain_reason(r),
-                                None => e.to_string(),
-                            };
-                            BackupError::Scavenge(format!(
-                                "the TLS handshake with the node at {} failed: {reason} (check --ca-certificate and the host in --url)",
-                                self.addr
-                            ))
-                        })?;
-                    exchange(tls, head.as_bytes()).await.map_err(unreachable)?
-                }
-            };
-            parse_reply(&raw).ok_or_else(|| {
-                BackupError::Scavenge(format!("the node at {} sent a reply that is not HTTP", self.addr))
-            })
-        };
-        let sleep = self.env.rt.sleep(self.timeout);
-        tokio::select! {
-            biased;
-            r = fut => r,
-            () = sleep => Err(BackupError::Scavenge(format!("the node at {} did not answer {method} {path} in time", self.addr))),
-        }
+        self.client.request(method, path, "").await.map_err(|e| match e {
+            crate::tools::client::ClientError::Tls(..) => {
+                BackupError::Scavenge(format!("{e} (check --ca-certificate and the host in --url)"))
+            }
+            e => BackupError::Scavenge(format!("{e} (to control scavenges)")),
+        })
     }
 
     fn refused(&self, what: &str, r: &Reply) -> BackupError {
@@ -166,30 +74,6 @@ impl HttpScavenge {
             ""
         };
         BackupError::Scavenge(format!("{what}: the node answered {} {}{hint}", r.status, r.body.trim()))
-    }
-}
-
-fn parse_reply(raw: &[u8]) -> Option<Reply> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let mut body = raw[split + 4..].to_vec();
-    if head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked")) {
-        body = dechunk(&body)?;
-    }
-    Some(Reply { status, body: String::from_utf8_lossy(&body).into_owned() })
-}
-
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).ok()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(b.get(eol + 2..eol + 2 + size)?);
-        b = b.get(eol + 4 + size..)?;
     }
 }
 
@@ -251,14 +135,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replies_parse_plain_and_chunked() {
-        let r = parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
-        assert_eq!((r.status, r.body.as_str()), (200, "{}"));
-        let r =
-            parse_reply(b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-                .unwrap();
-        assert_eq!((r.status, r.body.as_str()), (404, "abc"));
-        assert!(parse_reply(b"garbage").is_none());
+    fn the_scavenge_id_is_read_from_the_reply() {
         assert_eq!(scavenge_id(r#"{"scavengeId":"x","scavengeLink":""}"#).as_deref(), Some("x"));
+        assert_eq!(scavenge_id("not json"), None);
     }
 }

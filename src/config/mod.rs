@@ -802,7 +802,10 @@ impl Config {
     /// `--help` text.
     pub fn help_text() -> String {
         let mut out = String::from(
-            "annal: an event stream database speaking the EventStoreDB v5 HTTP dialect\n\nUsage: annal [OPTIONS]\n\n\
+            "annal: an event stream database speaking the EventStoreDB v5 HTTP dialect\n\n\
+             Usage: annal [OPTIONS]\n\
+             \x20      annal TOOL [ARGS] (each with --help): certs, backup, restore, redact,\n\
+             \x20      healthcheck, cluster rolling-restart\n\n\
              Every option can also be set in the YAML file given by --config (key as shown) or by\n\
              the environment variable shown. Precedence: command line > environment > file > default.\n",
         );

@@ -665,6 +665,11 @@ pub fn env_with_memory_disk() -> Env {
     )
 }
 
+/// The process's `ANNAL_*` environment variables: the node's options (and its tools').
+pub fn annal_vars() -> Vec<(String, String)> {
+    std::env::vars().filter(|(k, _)| k.starts_with("ANNAL_")).collect()
+}
+
 /// Reads a text file (the `--config` YAML file, before any environment exists).
 pub fn read_text_file(path: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| e.to_string())
