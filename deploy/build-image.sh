@@ -97,6 +97,13 @@ fi
 rm -rf "$context"
 mkdir -p "$context/data"
 cp "$binary" "$context/annal"
+# The release profile keeps debug information for profiling; the image does not need it (the
+# symbols stay, so a backtrace still names functions).
+if command -v strip >/dev/null 2>&1; then
+  strip --strip-debug "$context/annal" || die "strip failed on $context/annal"
+else
+  echo "build-image: note: strip not found, the image keeps the binary's debug information" >&2
+fi
 chmod 0555 "$context/annal"
 chmod 0750 "$context/data"
 cp "$repo/deploy/Containerfile" "$context/Containerfile"

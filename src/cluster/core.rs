@@ -1020,7 +1020,9 @@ impl Core {
     /// does not stand for a while, so the successor wins the election it starts at once.
     fn maybe_hand_over(&mut self, out: &mut Vec<Effect>) {
         let Role::Leader { resigning: Some(deadline), followers, .. } = &self.role else { return };
-        if self.committed < self.durable && self.now < *deadline {
+        // Everything it wrote, synced here or not yet: a group written just before the
+        // resignation is answered once it commits, not dropped with the leadership.
+        if self.committed < self.durable.max(self.written) && self.now < *deadline {
             return;
         }
         let successor = followers
@@ -1819,6 +1821,31 @@ mod tests {
         net.settle();
         assert!(net.cores[successor].is_master());
         assert_eq!(net.cores[0].state(), VNodeState::Slave);
+    }
+
+    #[test]
+    fn a_resigning_leader_waits_for_what_it_wrote_before_its_own_sync() {
+        let mut net = Net::new(&[0, 0, 0]);
+        net.tick(0, ET * 2);
+        net.settle();
+        assert_eq!(net.leaders(), vec![0]);
+        // A group written (and shipped) but not yet synced on the leader when it resigns.
+        net.logs[0].extend_from_slice(&[1, 0]);
+        let end = net.logs[0].len() as u64;
+        net.input(0, Input::Written { end });
+        net.settle();
+        net.input(0, Input::Resign);
+        for _ in 0..2 {
+            net.tick(0, Duration::from_millis(100));
+            net.settle();
+        }
+        assert_eq!(net.cores[0].state(), VNodeState::ResigningLeader, "it waits for its own sync");
+        net.input(0, Input::Synced { end });
+        net.settle();
+        net.tick(0, Duration::from_millis(100));
+        net.settle();
+        assert!(net.cores[0].committed() >= end, "the group committed before the hand-over");
+        assert!(!net.cores[0].is_leader(), "then it handed over");
     }
 
     #[test]

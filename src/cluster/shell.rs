@@ -43,6 +43,10 @@ pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub const OUTGOING_FRAMES: usize = 4096;
 /// Bytes of records per [`Msg::Append`].
 pub const SHIP_BATCH_BYTES: usize = 512 << 10;
+/// Between checks that a resigning leader's store stopped staging.
+const RESIGN_DRAIN_POLL: Duration = Duration::from_millis(2);
+/// The most a resignation waits for the group being staged (a slow disk's sync).
+const RESIGN_DRAIN_MAX: Duration = Duration::from_secs(2);
 /// The core's clock resolution.
 const TICK: Duration = Duration::from_millis(20);
 
@@ -255,6 +259,9 @@ impl Cluster {
         let state = self.status().state;
         match state {
             VNodeState::Master | VNodeState::PreMaster | VNodeState::ResigningLeader => {
+                // The store stages nothing new from now on; the driver lets what it was staging
+                // be written before the core resigns (`drain_for_resignation`).
+                self.store.set_resigning();
                 let _ = self.inbox.send(Input::Resign);
                 Ok(())
             }
@@ -461,6 +468,7 @@ impl Cluster {
     async fn drive(self: Arc<Self>, mut core: Core, mut rx: mpsc::UnboundedReceiver<Input>) {
         let mut was = core.state();
         let mut pending: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
+        let mut drained = false;
         loop {
             if self.is_stopped() {
                 return;
@@ -487,6 +495,14 @@ impl Cluster {
             };
             if self.is_stopped() {
                 return;
+            }
+            // A leader resigns knowing where its writes end (`wait_for_staging`).
+            if matches!(input, Input::Resign) && core.is_leader() && !std::mem::take(&mut drained) {
+                self.wait_for_staging().await;
+                pending.push_front(Input::Resign);
+                pending.push_front(Input::Written { end: self.store.written_watermark().get() });
+                drained = true;
+                continue;
             }
             // Where the leader's log and this one part is decided knowing this log's exact end.
             if matches!(&input, Input::Message(Envelope { msg: Msg::Subscribed { .. }, .. }))
@@ -706,6 +722,18 @@ impl Cluster {
                 lock(&self.status).refusal = Some(why);
                 None
             }
+        }
+    }
+
+    /// Before a leader resigns: waits until its store, which stages nothing new any more
+    /// ([`Store::set_resigning`]), has written the group it was staging; the driver then tells
+    /// the core where its writes end, so the core hands over only once all of them committed
+    /// and no write it took is cut off with its leadership.
+    async fn wait_for_staging(&self) {
+        let mut waited = Duration::ZERO;
+        while self.store.is_staging() && waited < RESIGN_DRAIN_MAX {
+            self.env.rt.sleep(RESIGN_DRAIN_POLL).await;
+            waited += RESIGN_DRAIN_POLL;
         }
     }
 

@@ -198,6 +198,11 @@ impl Store {
         !std::mem::replace(&mut q.leader, true)
     }
 
+    /// Whether a commit leader runs.
+    pub(super) fn queue_has_leader(&self) -> bool {
+        lock(&self.queue).leader
+    }
+
     /// Starts a leader when writes are queued and none runs (after a release or a change of
     /// role), so they are committed or refused.
     pub(super) fn kick(&self) {
@@ -316,7 +321,7 @@ impl Store {
         if self.pipeline_full() {
             return;
         }
-        if self.cfg.replicated && (!self.leading() || !self.published_all()) {
+        if self.cfg.replicated && (!self.leading() || self.resigning() || !self.published_all()) {
             let refused: Vec<Pending> = lock(&self.queue).pending.drain(..).collect();
             for p in refused {
                 p.tx.done(Err(WriteError::NotLeader));

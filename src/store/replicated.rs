@@ -41,6 +41,9 @@ use crate::log::record::{self, flags, EpochRecord, Record};
 pub(super) struct Gate {
     /// This node leads and its term's epoch is committed.
     pub leading: bool,
+    /// This leader resigns: it stages nothing new (queued writes are refused as "not the
+    /// leader", a retryable answer), while what it wrote commits before it hands over.
+    pub resigning: bool,
     /// Groups in log order, not yet published: durable ones waiting for their quorum, or a
     /// single node's groups waiting for `writer.chk` to name them.
     /// A cluster leader's checkpoint stage makes the newest of them durable
@@ -139,6 +142,25 @@ impl Store {
         self.leading()
     }
 
+    /// This leader resigns: from now on it stages no new group (queued and later writes are
+    /// answered [`WriteError::NotLeader`]); groups already staged go on to their quorum. Ends
+    /// with the leadership ([`Store::set_leading`]).
+    pub fn set_resigning(&self) {
+        lock(&self.gate).resigning = true;
+        self.kick();
+    }
+
+    /// Whether this leader resigns ([`Store::set_resigning`]).
+    pub(super) fn resigning(&self) -> bool {
+        lock(&self.gate).resigning
+    }
+
+    /// Whether a group is being staged now (a commit leader runs): once a resigning leader's
+    /// store is not staging, everything it will ever write for this term is written.
+    pub fn is_staging(&self) -> bool {
+        self.queue_has_leader()
+    }
+
     /// Opens or closes this node for writes (a cluster's leader, once its epoch is committed).
     /// Closing answers every waiting write with a commit timeout (their outcome is unknown: a
     /// new leader may commit or drop them) and every queued one with "not the leader".
@@ -146,6 +168,7 @@ impl Store {
         let dropped: Vec<Awaiting> = {
             let mut g = lock(&self.gate);
             g.leading = leading;
+            g.resigning = false;
             if leading {
                 Vec::new()
             } else {
