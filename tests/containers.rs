@@ -6,7 +6,7 @@
 //! container with a new address and an empty volume. No acknowledged write may be lost and the
 //! client may see no refusal but retryable ones.
 //!
-//! Needs podman (with runc and the DNS plugin) and the image named by `ANNAL_TEST_IMAGE`, which
+//! Needs podman (with runc and the DNS plugin) and the image named by `IMAGE_UNDER_TEST`, which
 //! `deploy/build-image.sh` builds (`.ci/run` builds it and sets the variable). Under CI a missing
 //! prerequisite fails the test; elsewhere it is ignored.
 //!
@@ -41,8 +41,8 @@ fn podman_ok(args: &[&str]) -> String {
 }
 
 fn image() -> String {
-    std::env::var("ANNAL_TEST_IMAGE")
-        .expect("ANNAL_TEST_IMAGE names no image: build one with deploy/build-image.sh and set it")
+    std::env::var("IMAGE_UNDER_TEST")
+        .expect("IMAGE_UNDER_TEST names no image: build one with deploy/build-image.sh and set it")
 }
 
 fn free_port() -> u16 {
@@ -262,7 +262,7 @@ fn client(ports: Arc<Mutex<Vec<u16>>>, done: Arc<AtomicBool>, seen: Arc<Mutex<Se
 #[test]
 #[cfg_attr(
     not(annal_ci),
-    ignore = "needs podman, runc, the dnsname plugin and ANNAL_TEST_IMAGE (run under CI)"
+    ignore = "needs podman, runc, the dnsname plugin and IMAGE_UNDER_TEST (run under CI)"
 )]
 fn a_cluster_of_containers_found_through_dns_hands_over_rolls_and_replaces_a_member() {
     let size = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image()]);

@@ -242,3 +242,104 @@ async fn health_routes_answer_probes_without_credentials() {
     assert!(r.body.is_empty(), "HEAD carries no body");
     assert_eq!(s.request("POST", "/health/live", &[], b"").await.status, 405);
 }
+
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body).read_to_end(&mut out).expect("a gzip body");
+    out
+}
+
+/// `/` and `/web` send browsers to the Admin UI with relative redirects (so a reverse proxy may
+/// serve the node under a path prefix), its files carry the security headers and an ETag, and
+/// `--disable-admin-ui` takes all of it away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_ui_is_served_with_relative_redirects_and_security_headers() {
+    let s = start().await;
+    for (path, to) in [("/", "web/index.html"), ("/web", "web/index.html"), ("/web/", "index.html")] {
+        let r = s.get(path, &[("accept", "text/html")]).await;
+        assert_eq!(r.status, 302, "{path}");
+        assert_eq!(r.header("location"), Some(to), "{path}");
+        assert!(r.header("content-security-policy").is_some_and(|v| v.contains("frame-ancestors 'none'")));
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    }
+    assert_eq!(s.get("/web/no-such-file.js", &[]).await.status, 404);
+    // Every file the binary embeds is served with its type, its ETag and the headers.
+    for file in annal::http::web::files() {
+        let r = s.get(&format!("/web/{file}"), &[]).await;
+        assert_eq!(r.status, 200, "{file}");
+        assert_eq!(r.header("content-type"), Some(annal::http::web::content_type(file)), "{file}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        let etag = r.header("etag").expect("an etag").to_string();
+        let again = s.get(&format!("/web/{file}"), &[("if-none-match", &etag)]).await;
+        assert_eq!(again.status, 304, "{file}");
+        assert!(again.body.is_empty());
+        let zipped = s.get(&format!("/web/{file}"), &[("accept-encoding", "gzip, deflate, br")]).await;
+        if zipped.header("content-encoding") == Some("gzip") {
+            assert_eq!(gunzip(&zipped.body), r.body, "{file}");
+        }
+    }
+    let off = start_with(|c| c.disable_admin_ui = true).await;
+    for path in ["/", "/web", "/web/index.html"] {
+        assert_eq!(off.get(path, &[]).await.status, 404, "{path}");
+    }
+    assert_eq!(off.get("/ping", &[]).await.status, 200);
+}
+
+/// gzip for every client that asks, as browsers and `curl --compressed` ask (a list with
+/// q-values), on feeds and documents of 1 KiB or more, with `Vary`; never for one that refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_are_gzipped_when_the_client_accepts_it() {
+    let s = start().await;
+    for i in 0..30 {
+        let id = uuid::Uuid::from_u128(0x5a1d_0000_0000_0000_0000_0000_0000_0000 + i);
+        let body = format!(
+            r#"[{{"eventId":"{id}","eventType":"t","data":{{"n":{i},"pad":"{}"}}}}]"#,
+            "x".repeat(100)
+        );
+        let r = s
+            .post("/streams/zipped", "application/vnd.eventstore.events+json", &[ADMIN], body.as_bytes())
+            .await;
+        assert_eq!(r.status, 201);
+    }
+    let path = "/streams/zipped/0/forward/30?embed=body";
+    let plain = s.get(path, &[("accept", "application/json")]).await;
+    assert_eq!(plain.status, 200);
+    assert!(plain.body.len() > 1024);
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(
+        plain.header("vary").is_some_and(|v| v.contains("Accept-Encoding")),
+        "{:?}",
+        plain.header("vary")
+    );
+    for accept in ["gzip", "gzip, deflate, br", "br;q=1.0, gzip;q=0.5", "*"] {
+        let r = s.get(path, &[("accept", "application/json"), ("accept-encoding", accept)]).await;
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
+        assert!(r.header("vary").is_some_and(|v| v.contains("Accept-Encoding")));
+        assert!(r.body.len() < plain.body.len() / 2, "{accept}: {} bytes", r.body.len());
+        let json: serde_json::Value = serde_json::from_slice(&gunzip(&r.body)).unwrap();
+        assert_eq!(json["entries"].as_array().unwrap().len(), 30);
+    }
+    for accept in ["identity", "gzip;q=0", "*;q=0", "br"] {
+        let r = s.get(path, &[("accept", "application/json"), ("accept-encoding", accept)]).await;
+        assert_eq!(r.header("content-encoding"), None, "{accept}");
+        assert_eq!(r.body.len(), plain.body.len(), "{accept}");
+    }
+    // A write's small answer is never compressed, and says nothing about encodings.
+    let id = uuid::Uuid::from_u128(0x5a1d_0000_0000_0000_0000_0000_0000_ffff);
+    let body = format!(r#"[{{"eventId":"{id}","eventType":"t","data":{{}}}}]"#);
+    let w = s
+        .post(
+            "/streams/zipped",
+            "application/vnd.eventstore.events+json",
+            &[ADMIN, ("accept-encoding", "gzip")],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(w.status, 201);
+    assert_eq!(w.header("content-encoding"), None);
+    // `/metrics` compresses its own document once, and is not compressed again.
+    let m = s.get("/metrics", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(m.header("content-encoding"), Some("gzip"));
+    assert!(String::from_utf8(gunzip(&m.body)).unwrap().contains("# TYPE"));
+}

@@ -29,6 +29,7 @@ pub const ADVERTISE_TRIES: u32 = 120;
 /// Asks `name` once, within [`DNS_TIMEOUT`].
 async fn ask(env: &Env, name: &str) -> Result<Vec<IpAddr>, String> {
     tokio::select! {
+        biased;
         answer = env.net.resolve(name) => answer.map_err(|e| e.to_string()),
         _ = env.rt.sleep(DNS_TIMEOUT) => Err(format!("no answer within {} s", DNS_TIMEOUT.as_secs())),
     }

@@ -237,6 +237,8 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsSettings>,
     /// `--enable-unix-socket`.
     pub enable_unix_socket: bool,
+    /// `DisableAdminUi`: the Admin UI's URLs answer 404.
+    pub disable_admin_ui: bool,
     /// `--run-projections`.
     pub run_projections: RunProjections,
     /// `--start-standard-projections`.
@@ -698,6 +700,7 @@ impl Config {
             insecure,
             tls,
             enable_unix_socket: flag("EnableUnixSocket"),
+            disable_admin_ui: flag("DisableAdminUi"),
             run_projections,
             start_standard_projections: flag("StartStandardProjections"),
             projections_query_expiry: Duration::from_secs(int("ProjectionsQueryExpiry").saturating_mul(60)),

@@ -375,6 +375,15 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Node-to-node TLS connections are re-established after this long, so reloaded certificates reach the whole cluster within it.",
     },
     OptionSpec {
+        name: "DisableAdminUi",
+        flag: "disable-admin-ui",
+        aliases: &[],
+        group: "Interface",
+        kind: Kind::Bool,
+        default: "false",
+        help: "Do not serve the Admin UI (/web/…, and / redirecting to it): those URLs answer 404.",
+    },
+    OptionSpec {
         name: "EnableUnixSocket",
         flag: "enable-unix-socket",
         aliases: &[],

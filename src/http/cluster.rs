@@ -173,7 +173,10 @@ async fn exchange(api: &Api, req: &Req, to: SocketAddr) -> std::io::Result<Reply
         let name = String::from_utf8_lossy(k).to_ascii_lowercase();
         match name.as_str() {
             "host" => forwarded_host = Some(v.to_vec()),
-            "connection" | "content-length" | "transfer-encoding" | "keep-alive" | "x-forwarded-host" => {}
+            // The leader's answer is relayed decoded: this node compresses it for its client
+            // as it compresses its own replies (`compress::negotiate`).
+            "connection" | "content-length" | "transfer-encoding" | "keep-alive" | "x-forwarded-host"
+            | "accept-encoding" => {}
             _ => {
                 out.extend_from_slice(k);
                 out.extend_from_slice(b": ");

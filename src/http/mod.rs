@@ -25,6 +25,7 @@ pub mod area;
 pub mod authn;
 pub mod batch;
 pub mod cluster;
+pub mod compress;
 pub mod errors;
 pub mod feed;
 pub mod headers;
@@ -41,6 +42,7 @@ pub mod streams;
 pub mod subscriptions;
 pub mod text;
 pub mod users;
+pub mod web;
 pub mod wire;
 pub mod writes;
 pub mod xml;
@@ -163,6 +165,9 @@ impl Api {
                     // Without projections v5 registers none of their routes: 404.
                     routes.retain(|(_, r)| !matches!(r, Route::Node(area::node::NodeRoute::Projections(_))));
                 }
+                if self.node.config().disable_admin_ui {
+                    routes.retain(|(_, r)| !matches!(r, Route::Node(area::node::NodeRoute::Web(_))));
+                }
                 Routed { allow: router::allow_header(&routes), routes: Some(routes) }
             }
         }
@@ -183,7 +188,10 @@ impl Api {
         let Some(routes) = routes else {
             return (Reply::bad_request("Invalid URL encoding"), allow);
         };
-        (self.pipeline(req, routes).await, allow)
+        let accept = req.headers.get_str("accept-encoding").map(str::to_owned);
+        let head_only = req.method == Method::HEAD;
+        let reply = self.pipeline(req, routes).await;
+        (compress::negotiate(reply, accept.as_deref(), head_only), allow)
     }
 
     /// The v5 pipeline after routing: authentication, `OPTIONS`, method, body type, reply type,

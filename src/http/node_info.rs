@@ -103,6 +103,16 @@ pub fn ready(api: &Api) -> Reply {
     Reply::body(status, Media::Json, body.to_string())
 }
 
+/// `GET /sys/subsystems` (ops): the optional subsystems that run on this node, as v5 lists them
+/// (its Admin UI shows the projections menu by it).
+pub fn subsystems(api: &Api, req: &Req) -> Reply {
+    let mut running = Vec::new();
+    if api.node.config().run_projections != crate::config::RunProjections::None {
+        running.push("Projections");
+    }
+    Reply::body(StatusCode::OK, req.media, serde_json::to_vec(&running).unwrap_or_default())
+}
+
 /// `GET /info/options`.
 pub fn options(api: &Api, req: &Req) -> Reply {
     let items: Vec<Value> = OPTIONS

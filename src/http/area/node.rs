@@ -10,7 +10,7 @@ use http::Method;
 use super::super::reply::Reply;
 use super::super::request::Req;
 use super::super::router::{Level, Route, Spec};
-use super::super::{media, metrics, node_info, stats, Api};
+use super::super::{media, metrics, node_info, stats, web, Api};
 use super::projections::{self, ProjRoute};
 use super::subscriptions::{self, SubRoute};
 
@@ -31,6 +31,8 @@ pub enum NodeRoute {
     Stats(Vec<String>),
     /// `GET /metrics`.
     Metrics,
+    /// `GET /sys/subsystems`: the subsystems that run (`["Projections"]` when they do).
+    Subsystems,
     /// `GET|HEAD /health/live`.
     HealthLive,
     /// `GET|HEAD /health/ready`.
@@ -39,10 +41,17 @@ pub enum NodeRoute {
     Subscriptions(SubRoute),
     /// A projection route.
     Projections(ProjRoute),
+    /// The Admin UI: its files and the redirects to its page.
+    Web(web::WebRoute),
 }
 
 /// Adds the node area's routes of a path to `out`.
 pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
+    if let Some(w) = web::route(segs) {
+        out.push((Method::HEAD, Route::Node(NodeRoute::Web(w.clone()))));
+        out.push((Method::GET, Route::Node(NodeRoute::Web(w))));
+        return;
+    }
     if segs == ["gossip"] {
         out.push((Method::POST, Route::Node(NodeRoute::GossipPost)));
     }
@@ -75,6 +84,7 @@ pub fn routes(segs: &[&str], out: &mut Vec<(Method, Route)>) {
         ["info", "options"] => NodeRoute::InfoOptions,
         ["gossip"] => NodeRoute::Gossip,
         ["metrics"] => NodeRoute::Metrics,
+        ["sys", "subsystems"] => NodeRoute::Subsystems,
         ["stats", rest @ ..] => {
             NodeRoute::Stats(rest.iter().filter(|s| !s.is_empty()).map(|s| (*s).to_owned()).collect())
         }
@@ -90,8 +100,8 @@ impl NodeRoute {
             NodeRoute::Ping | NodeRoute::Info | NodeRoute::Gossip | NodeRoute::Stats(_) => {
                 Spec::new(Level::None, &[], media::DEFAULT)
             }
-            NodeRoute::InfoOptions => Spec::new(Level::Ops, &[], media::DEFAULT),
-            NodeRoute::HealthLive | NodeRoute::HealthReady | NodeRoute::Metrics => {
+            NodeRoute::InfoOptions | NodeRoute::Subsystems => Spec::new(Level::Ops, &[], media::DEFAULT),
+            NodeRoute::HealthLive | NodeRoute::HealthReady | NodeRoute::Metrics | NodeRoute::Web(_) => {
                 Spec::new(Level::None, &[], &[])
             }
             NodeRoute::GossipPost => Spec::new(Level::None, &[media::Media::Json], media::DEFAULT),
@@ -116,6 +126,7 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::Ping => node_info::ping(req),
         NodeRoute::Info => node_info::info(api, req),
         NodeRoute::InfoOptions => node_info::options(api, req),
+        NodeRoute::Subsystems => node_info::subsystems(api, req),
         NodeRoute::Gossip => node_info::gossip(api, req).await,
         NodeRoute::GossipPost => node_info::gossip_post(api, req).await,
         NodeRoute::Stats(path) => stats::stats(api, req, &path).await,
@@ -124,5 +135,6 @@ pub async fn dispatch(api: &Arc<Api>, route: NodeRoute, req: &mut Req) -> Reply 
         NodeRoute::HealthReady => node_info::ready(api),
         NodeRoute::Subscriptions(r) => subscriptions::dispatch(api, r, req).await,
         NodeRoute::Projections(r) => projections::dispatch(api, r, req).await,
+        NodeRoute::Web(r) => web::serve(r, req),
     }
 }
