@@ -216,15 +216,39 @@ impl Client {
         count: usize,
         long_poll: Option<u64>,
     ) -> Result<(usize, Bytes), String> {
+        self.read_forward_as(stream, from, count, long_poll, false).await
+    }
+
+    /// [`Client::read_forward`], asking for gzip when `gzip`: the page then comes compressed and
+    /// is not parsed (a full page is counted as `count` entries), so the load generator spends
+    /// nothing on decompressing and the process's CPU is the node's work.
+    pub async fn read_forward_as(
+        &mut self,
+        stream: &str,
+        from: i64,
+        count: usize,
+        long_poll: Option<u64>,
+        gzip: bool,
+    ) -> Result<(usize, Bytes), String> {
         let lp = long_poll.map(|s| s.to_string());
         let mut h = vec![("accept", "application/vnd.eventstore.atom+json")];
         if let Some(s) = &lp {
             h.push(("es-longpoll", s.as_str()));
         }
+        if gzip {
+            h.push(("accept-encoding", "gzip"));
+        }
         let path = format!("/streams/{stream}/{from}/forward/{count}?embed=body");
         let r = self.request(http::Method::GET, &path, &h, Bytes::new()).await?;
         if r.status != 200 {
             return Err(format!("read {path}: {} {}", r.status, r.reason));
+        }
+        if gzip {
+            // gzip's magic bytes: the node compressed it.
+            if !r.body.starts_with(&[0x1f, 0x8b]) {
+                return Err(format!("read {path}: asked for gzip, got {} plain bytes", r.body.len()));
+            }
+            return Ok((count, r.body));
         }
         Ok((count_entries(&r.body), r.body))
     }
@@ -321,6 +345,8 @@ pub struct FeedOp {
     /// Read the stream in order from 0 (wrapping) instead of at random places.
     pub sequential: bool,
     pub next: i64,
+    /// Ask for gzip ([`Client::read_forward_as`]).
+    pub gzip: bool,
 }
 
 impl Op for FeedOp {
@@ -333,7 +359,7 @@ impl Op for FeedOp {
             } else {
                 self.rng.below((self.len - self.count as i64 + 1).max(1) as u64) as i64
             };
-            let (n, _) = self.client.read_forward(&self.stream, from, self.count, None).await?;
+            let (n, _) = self.client.read_forward_as(&self.stream, from, self.count, None, self.gzip).await?;
             if n == 0 {
                 return Err(format!("empty page at {from} of {}", self.stream));
             }
@@ -597,7 +623,7 @@ pub fn http_mode(args: &Args) {
     let warm = Duration::from_secs(1);
     let window = Duration::from_secs_f64(secs);
     let run = unique() % 1_000_000;
-    // `--only c1,c16,c64,b1,b4,r1,r16` picks rows (for profiling one of them).
+    // `--only c1,c16,c64,b1,b4,r1,r16,z1,z16` picks rows (for profiling one of them).
     let node = local.as_ref().map(|(n, _)| &*n.node);
     let want = |k: &str| args.only.as_ref().is_none_or(|l| l.iter().any(|x| x == k));
     let result: Result<(), String> = rt.block_on(async {
@@ -617,31 +643,40 @@ pub fn http_mode(args: &Args) {
             let name = format!("append batches of 100, {conns} connection(s)");
             measured_row(&name, "events/s", ops, warm, window, node).await;
         }
-        if !want("r1") && !want("r16") {
+        if !["r1", "r16", "z1", "z16"].iter().any(|k| want(k)) {
             return Ok(());
         }
         let stream = format!("bench-{run}-read");
         let len = 10_000;
         preload(addr, &stream, len, &payload).await?;
-        for conns in [1usize, 16] {
-            if !want(&format!("r{conns}")) {
-                continue;
+        // `r`: plain pages; `z`: the same pages gzipped (`Accept-Encoding: gzip`).
+        for (key, gzip) in [("r", false), ("z", true)] {
+            for conns in [1usize, 16] {
+                if !want(&format!("{key}{conns}")) {
+                    continue;
+                }
+                let mut ops: Vec<Box<dyn Op>> = Vec::new();
+                for c in 0..conns {
+                    ops.push(Box::new(FeedOp {
+                        client: Client::connect(addr).await?,
+                        stream: stream.clone(),
+                        len: len as i64,
+                        count: 20,
+                        rng: gen::Rng(0xABCD + c as u64),
+                        sequential: false,
+                        next: 0,
+                        gzip,
+                    }));
+                }
+                let how = if gzip { ", gzip" } else { "" };
+                let name = format!("read feed pages of 20 (embed=body){how}, {conns} connection(s)");
+                measured_row(&name, "req/s", ops, warm, window, node).await;
             }
-            let mut ops: Vec<Box<dyn Op>> = Vec::new();
-            for c in 0..conns {
-                ops.push(Box::new(FeedOp {
-                    client: Client::connect(addr).await?,
-                    stream: stream.clone(),
-                    len: len as i64,
-                    count: 20,
-                    rng: gen::Rng(0xABCD + c as u64),
-                    sequential: false,
-                    next: 0,
-                }));
-            }
-            let name = format!("read feed pages of 20 (embed=body), {conns} connection(s)");
-            measured_row(&name, "req/s", ops, warm, window, node).await;
         }
+        let mut c = Client::connect(addr).await?;
+        let (_, plain) = c.read_forward_as(&stream, 0, 20, None, false).await?;
+        let (_, packed) = c.read_forward_as(&stream, 0, 20, None, true).await?;
+        println!("# a feed page of 20: {} bytes plain, {} bytes gzipped", plain.len(), packed.len());
         Ok(())
     });
     println!("# load average after: {}", gen::load_avg());

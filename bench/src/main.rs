@@ -112,7 +112,7 @@ const USAGE: &str = "usage: annal-bench storage [--seconds N] [--dir PATH] [--st
        annal-bench backup [--gib G] [--dir PATH] [--seconds N]
        annal-bench redact [--dir PATH]
        annal-bench disk [--seconds N] [--dir PATH]
-       annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16]
+       annal-bench http [--url http://127.0.0.1:2113] [--seconds N] [--only c1,c16,c64,b1,b4,r1,r16,z1,z16]
        annal-bench tls [--seconds N] [--rounds N] [--only c16,c64,feed,connect]
        annal-bench subs [--url http://127.0.0.1:2113] [--events N]
        annal-bench projections [--events N] [--dir PATH]

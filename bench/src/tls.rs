@@ -200,6 +200,7 @@ fn run(args: &Args) -> Result<(), String> {
                                     rng: gen::Rng(0xABCD + c),
                                     sequential: false,
                                     next: 0,
+                                    gzip: false,
                                 }));
                             }
                             per(measure(&row, "req/s", ops, warm, window).await, true)
