@@ -260,7 +260,7 @@ impl Cluster {
         match state {
             VNodeState::Master | VNodeState::PreMaster | VNodeState::ResigningLeader => {
                 // The store stages nothing new from now on; the driver lets what it was staging
-                // be written before the core resigns (`drain_for_resignation`).
+                // be written before the core resigns (`wait_for_staging`).
                 self.store.set_resigning();
                 let _ = self.inbox.send(Input::Resign);
                 Ok(())

@@ -188,10 +188,11 @@ impl Api {
         let Some(routes) = routes else {
             return (Reply::bad_request("Invalid URL encoding"), allow);
         };
-        let accept = req.headers.get_str("accept-encoding").map(str::to_owned);
+        // Read once, as a flag: no copy of the header on the request's path.
+        let gzip = req.headers.get_str("accept-encoding").is_some_and(compress::accepts_gzip);
         let head_only = req.method == Method::HEAD;
         let reply = self.pipeline(req, routes).await;
-        (compress::negotiate(reply, accept.as_deref(), head_only), allow)
+        (compress::negotiate(reply, gzip, head_only), allow)
     }
 
     /// The v5 pipeline after routing: authentication, `OPTIONS`, method, body type, reply type,
