@@ -45,6 +45,9 @@ impl Proc {
     }
 }
 
+/// Lines of each node's log a failed test prints.
+const LOG_TAIL_LINES: usize = 40;
+
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
@@ -60,10 +63,17 @@ impl Drop for Proc {
                     .count()
             })
             .unwrap_or(0);
+        use std::io::Write;
+        let test = std::thread::current().name().unwrap_or("?").to_owned();
         if won > 0 {
-            use std::io::Write;
-            let test = std::thread::current().name().unwrap_or("?").to_owned();
             let _ = writeln!(std::io::stderr(), "elections: node :{} won {won} in {test}", self.http);
+        }
+        // A failed test shows how each node's log ends (the directory goes with the test).
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+            let _ = writeln!(std::io::stderr(), "--- the end of node :{}'s log in {test}\n{tail}", self.http);
         }
     }
 }

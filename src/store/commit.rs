@@ -371,19 +371,7 @@ impl Store {
             Some(mut a) => {
                 // Answered when a quorum holds the group (or leadership is lost).
                 a.answers = batch.into_iter().map(|p| p.tx).zip(results).collect();
-                {
-                    let mut gate = lock(&self.gate);
-                    // Groups wait in log order, each ending at or after the one before.
-                    debug_assert!(
-                        crate::buggify::bug(crate::buggify::Bug::EmptyGroupEndsAtCommitted)
-                            || gate.awaiting.back().is_none_or(|b| b.end <= a.start && a.start <= a.end),
-                        "a group {}..{} queued behind one ending at {:?}",
-                        a.start,
-                        a.end,
-                        gate.awaiting.back().map(|b| b.end)
-                    );
-                    gate.awaiting.push_back(a);
-                }
+                self.hold(a);
                 // Only now may the cluster learn that these records are durable here: a release
                 // that came first would publish them as another leader's, and this group would
                 // wait forever. The checkpoint stage moves writer.chk past them and says so,

@@ -399,28 +399,9 @@ impl Store {
             match next {
                 Some((start, end)) if end <= upto => {
                     self.publish_records(start)?;
-                    // The group leaves the queue and becomes visible in one step (under the gate's
-                    // lock): whoever looks finds it waiting or published, never neither.
                     let mut gate = lock(&self.gate);
                     let Some(a) = gate.awaiting.pop_front() else { continue };
-                    let results: Vec<_> = a
-                        .answers
-                        .into_iter()
-                        .map(|(w, r)| {
-                            (
-                                w,
-                                r.map(|mut ok| {
-                                    ok.commit_position = a.end;
-                                    ok
-                                }),
-                            )
-                        })
-                        .collect();
-                    self.apply_committed(Committed::staged(a.end, a.staged, a.overlay));
-                    drop(gate);
-                    for (w, r) in results {
-                        w.done(r);
-                    }
+                    self.settle(gate, a);
                 }
                 Some((start, _)) => {
                     self.publish_records(start.min(upto))?;
@@ -434,6 +415,54 @@ impl Store {
         }
         self.kick();
         Ok(())
+    }
+
+    /// Queues a durable group of this leader's to wait for its quorum. A group that wrote nothing
+    /// and ends at or below the committed position while nothing waits any more is answered now
+    /// instead: the groups it was decided behind were released between its staging and here, and
+    /// no quorum will ever come for it (it ships nothing), so waiting would stall it, and, with a
+    /// second such group, fill the pipeline and stop every later write. The check and the queueing
+    /// happen under the gate's lock, as a release's taking and publishing of a group do.
+    pub(super) fn hold(&self, a: Awaiting) {
+        let mut gate = lock(&self.gate);
+        if gate.awaiting.is_empty() && a.end <= self.log.committed() {
+            self.settle(gate, a);
+            return;
+        }
+        // Groups wait in log order, each ending at or after the one before.
+        debug_assert!(
+            crate::buggify::bug(crate::buggify::Bug::EmptyGroupEndsAtCommitted)
+                || gate.awaiting.back().is_none_or(|b| b.end <= a.start && a.start <= a.end),
+            "a group {}..{} queued behind one ending at {:?}",
+            a.start,
+            a.end,
+            gate.awaiting.back().map(|b| b.end)
+        );
+        gate.awaiting.push_back(a);
+    }
+
+    /// Publishes group `a`, which left the queue (or never joined it) under `gate`, and answers
+    /// its callers: the group becomes visible and stops waiting in one step, so whoever looks
+    /// finds it waiting or published, never neither.
+    fn settle(&self, gate: std::sync::MutexGuard<'_, Gate>, a: Awaiting) {
+        let results: Vec<_> = a
+            .answers
+            .into_iter()
+            .map(|(w, r)| {
+                (
+                    w,
+                    r.map(|mut ok| {
+                        ok.commit_position = a.end;
+                        ok
+                    }),
+                )
+            })
+            .collect();
+        self.apply_committed(Committed::staged(a.end, a.staged, a.overlay));
+        drop(gate);
+        for (w, r) in results {
+            w.done(r);
+        }
     }
 
     /// Publishes the durable records between the committed position and `to`, ending after the
@@ -504,4 +533,76 @@ pub struct StagedReplica {
     pub events: u64,
     /// Their data and metadata bytes.
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::env::mem::{InlineRuntime, ManualClock, MemDisk, MemNet};
+    use crate::env::Env;
+    use crate::store::stage::Staged;
+    use crate::store::{NewEvent, StoreConfig};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_group_of_refused_writes_queued_after_its_predecessor_was_released_is_answered() {
+        // Seen on three processes under load (`writes_resume_after_every_recovery`): a group of
+        // writes that were all refused is decided while an earlier group waits for its quorum,
+        // so it must wait behind it; the quorum came and the earlier group was released between
+        // that decision and the queueing. Queued, the group waited for a release that never came
+        // (it ships nothing), a second one filled the pipeline, and the leader answered every
+        // later write with a commit timeout while the cluster looked healthy.
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+        let env = Env::new(
+            Arc::new(MemDisk::default()),
+            clock,
+            Arc::new(MemNet::default()),
+            Arc::new(InlineRuntime),
+            5,
+        );
+        let mut c = StoreConfig::new("/db");
+        c.chunk_size = 1 << 16;
+        c.existence_filter_bytes = 4096;
+        c.replicated = true;
+        c.commit_timeout = Duration::from_secs(3600);
+        let store = Store::recover(&env, c).unwrap();
+        store.write_epoch(1, [1; 16]).unwrap();
+        store.release(store.log().durable()).unwrap();
+        store.set_leading(true);
+
+        let ev = NewEvent {
+            id: [7; 16],
+            event_type: "t".into(),
+            data: vec![1].into(),
+            metadata: bytes::Bytes::new(),
+            is_json: false,
+        };
+        let s = store.clone();
+        let first = tokio::spawn(async move { s.append_async("s", -1, vec![ev]).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(store.holding(), "the first group waits for its quorum");
+        let end = store.durable_watermark().get();
+        // The refused group, decided behind the first (it ends where the first ends) ...
+        let (tx, refused) = tokio::sync::oneshot::channel();
+        let empty =
+            Staged { results: Vec::new(), entries: Vec::new(), names: Vec::new(), recent: Vec::new() };
+        let group = Awaiting {
+            start: end,
+            end,
+            staged: empty,
+            overlay: BTreeMap::new(),
+            answers: vec![(Waiter::Task(tx), Err(WriteError::WrongExpectedVersion { current: 0 }))],
+        };
+        // ... and the quorum's release, which comes first.
+        store.release(store.durable_watermark().get()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap().first_event_number, 0);
+        store.hold(group);
+        assert!(!store.holding(), "nothing waits for a quorum that will not come");
+        assert!(!store.pipeline_full());
+        assert_eq!(refused.await.unwrap(), Err(WriteError::WrongExpectedVersion { current: 0 }));
+    }
 }
