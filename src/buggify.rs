@@ -300,9 +300,20 @@ mod sim {
         BUGS.with(|b| b.set(bugs.iter().fold(0, |m, x| m | x.bit())));
     }
 
-    /// Whether the bug switch `b` is on for this thread's run.
+    /// Bug switches on for every thread of the process: a deliberately broken build of the real
+    /// node (built with the `sim` feature), for the real-process fault harness to catch.
+    static PROCESS_BUGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    /// Turns on exactly the bug switches in `bugs` for every thread of this process.
+    pub fn set_process_bugs(bugs: &[Bug]) {
+        let bits = bugs.iter().fold(0, |m, x| m | x.bit());
+        PROCESS_BUGS.store(bits, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the bug switch `b` is on for this thread's run (or for the whole process).
     pub fn bug(b: Bug) -> bool {
-        BUGS.with(|x| x.get() & b.bit() != 0)
+        let process = PROCESS_BUGS.load(std::sync::atomic::Ordering::Relaxed);
+        (BUGS.with(|x| x.get()) | process) & b.bit() != 0
     }
 }
 

@@ -69,6 +69,25 @@ fn start_log(config: &Config) -> annal::logs::SharedLogControl {
     Arc::new(LogLevels { handle, current: std::sync::Mutex::new(level), format })
 }
 
+/// A build with the `sim` feature turns on the bug switches named in `NODE_BUG_SWITCHES`
+/// (comma-separated), for every thread: a deliberately broken node, so the real-process fault
+/// harness (`annal-netns --bugs`) can show that its checkers catch it. Production builds do not
+/// have the feature and ignore the variable.
+#[cfg(feature = "sim")]
+fn broken_build_switches() -> Result<(), String> {
+    let Ok(names) = std::env::var("NODE_BUG_SWITCHES") else { return Ok(()) };
+    let bugs = names
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            annal::buggify::Bug::parse(n).ok_or_else(|| format!("NODE_BUG_SWITCHES: no bug switch {n:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    annal::buggify::set_process_bugs(&bugs);
+    say(format_args!("annal: a deliberately broken build: bug switches {names} are on"));
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("certs") {
@@ -79,6 +98,11 @@ fn main() -> ExitCode {
     }
     if let Some(code) = annal::tools::dispatch(&args) {
         return code;
+    }
+    #[cfg(feature = "sim")]
+    if let Err(e) = broken_build_switches() {
+        say(format_args!("annal: {e}"));
+        return ExitCode::from(2);
     }
     let env_vars = annal::env::real::annal_vars();
     let config = match Config::parse(&args, &env_vars, annal::env::real::read_text_file) {

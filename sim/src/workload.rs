@@ -247,7 +247,8 @@ fn build_plain(node: &str, stream: &str, kind: &OpKind) -> http::Request<Full<By
     }
 }
 
-fn parse_feed(body: &[u8]) -> Result<Vec<ReadEv>, String> {
+/// The events of an Atom feed page (`?embed=body`), in event-number order.
+pub fn parse_feed(body: &[u8]) -> Result<Vec<ReadEv>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("feed is not JSON: {e}"))?;
     let entries = v.get("entries").and_then(|e| e.as_array()).ok_or("feed without entries")?;
     let mut out = Vec::new();
@@ -265,7 +266,8 @@ fn parse_feed(body: &[u8]) -> Result<Vec<ReadEv>, String> {
     Ok(out)
 }
 
-fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
+/// What an answer to `kind` means for the checkers (shared with the real-process harness).
+pub fn classify(kind: &OpKind, r: Result<Resp, Failure>) -> Outcome {
     let resp = match r {
         Ok(r) => r,
         Err(Failure::NotSent(w)) => return Outcome::Refused(w),
