@@ -711,10 +711,13 @@ impl Subscriptions {
             let store = self.store.clone();
             let stream = key.0.clone();
             let now_us = self.env.clock.wall_micros();
-            let page = self
-                .env
-                .read_job(move || page_of(store.read_forward(&stream, req.from, req.count, resolve, now_us)))
-                .await;
+            // Classified (and a failure logged) only once the job is done: a run of the job that
+            // met a read needing the device is discarded and run again.
+            let page = page_of(
+                self.env
+                    .read_job(move || store.read_forward(&stream, req.from, req.count, resolve, now_us))
+                    .await,
+            );
             let failed = matches!(page, PageResult::Failed);
             if self.with_group(key, generation, |e| e.core.on_read(page)).is_none() || failed {
                 return Ok(());

@@ -201,6 +201,13 @@ pub fn sweep() -> Vec<String> {
             removed.push(format!("mount {at}"));
         }
     }
+    // Then the runs' directories (their disks unmounted above).
+    for entry in std::fs::read_dir(RUN_ROOT).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if owner(&name).is_some_and(|pid| !alive(pid)) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(format!("directory {}", entry.path().display()));
+        }
+    }
     removed
 }
 

@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use run::{RunReport, RunSpec};
 
-const USAGE: &str = "usage: annal-netns run --seed N [--nodes 3|5] [--duration SECS] [--clients N] [--binary PATH] [--out DIR] [--bugs NAMES]
-       annal-netns campaign (--seeds A..B | --for 30m|2h) [--nodes 3,5] [--duration SECS] [--clients N] [--binary PATH] [--out DIR] [--bugs NAMES]
+const USAGE: &str = "usage: annal-netns run --seed N [--nodes 3|5] [--duration SECS] [--clients N] [--binary PATH] [--out DIR] [--bugs NAMES] [--faults LIST]
+       annal-netns campaign (--seeds A..B | --for 30m|2h) [--nodes 3,5] [--duration SECS] [--clients N] [--binary PATH] [--out DIR] [--bugs NAMES] [--faults LIST]
        annal-netns sweep";
 
 /// Options shared by `run` and `campaign`.
@@ -47,6 +47,7 @@ struct Opts {
     binary: PathBuf,
     out: PathBuf,
     bugs: Option<String>,
+    faults: Vec<String>,
 }
 
 fn parse_duration(s: &str) -> Option<u64> {
@@ -79,6 +80,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         binary: default_binary(),
         out: PathBuf::from("target/netns"),
         bugs: None,
+        faults: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -114,6 +116,12 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--binary" => o.binary = PathBuf::from(val()?),
             "--out" => o.out = PathBuf::from(val()?),
             "--bugs" => o.bugs = Some(val()?),
+            "--faults" => {
+                o.faults = val()?.split(',').map(str::to_owned).collect();
+                if let Some(bad) = o.faults.iter().find(|f| !nemesis::NAMES.contains(&f.as_str())) {
+                    return Err(format!("--faults: no fault {bad:?} (one of {})", nemesis::NAMES.join(", ")));
+                }
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -130,6 +138,7 @@ fn spec(o: &Opts, seed: u64, nodes: usize) -> RunSpec {
         node_args: Vec::new(),
         node_env: o.bugs.iter().map(|b| ("NODE_BUG_SWITCHES".to_owned(), b.clone())).collect(),
         out: run::out_dir(&o.out, seed, nodes),
+        faults: o.faults.clone(),
     }
 }
 

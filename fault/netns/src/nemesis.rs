@@ -59,6 +59,22 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Its kind's name (one of [`NAMES`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::Isolate(_) => "isolate",
+            Fault::Split { .. } => "split",
+            Fault::Bridge { .. } => "bridge",
+            Fault::OneWay { .. } => "one-way",
+            Fault::Loss { .. } => "loss",
+            Fault::Slow(_) => "slow",
+            Fault::Pause(_) => "pause",
+            Fault::Kill { .. } => "kill",
+            Fault::ClockJump { .. } => "clock",
+            Fault::DiskFull(_) => "disk",
+        }
+    }
+
     /// The lane of the timeline it is drawn in.
     pub fn lane(&self) -> &'static str {
         match self {
@@ -86,11 +102,20 @@ pub struct Planned {
 }
 
 /// What the schedule may contain.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Kinds {
     /// libfaketime is installed.
     pub clock: bool,
+    /// Only these faults ([`Fault::name`]); empty: all.
+    pub only: Vec<String>,
 }
+
+/// The names `--faults` takes, one per kind of [`Fault`].
+pub const NAMES: [&str; 10] =
+    ["isolate", "split", "bridge", "one-way", "loss", "slow", "pause", "kill", "clock", "disk"];
+
+/// Draws before a restricted schedule gives up finding an allowed fault for a slot.
+const DRAWS: usize = 1000;
 
 /// Quiet time at the start (the cluster forms, the clients start).
 const WARMUP: Duration = Duration::from_secs(4);
@@ -102,7 +127,6 @@ pub fn plan(seed: u64, nodes: usize, duration: Duration, kinds: Kinds) -> Vec<Pl
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6e65_6d65_7369_7300);
     let mut out = Vec::new();
     let mut at = WARMUP;
-    let minority = (nodes - 1) / 2;
     loop {
         let duration_ms = rng.gen_range(2_000..8_000);
         let quiet_ms = rng.gen_range(1_500..5_000);
@@ -110,40 +134,51 @@ pub fn plan(seed: u64, nodes: usize, duration: Duration, kinds: Kinds) -> Vec<Pl
         if at + length + COOLDOWN > duration {
             break;
         }
-        let node = |rng: &mut ChaCha8Rng| Target::Node(rng.gen_range(0..nodes));
-        let either = |rng: &mut ChaCha8Rng| if rng.gen_bool(0.5) { Target::Leader } else { node(rng) };
-        let fault = match rng.gen_range(0..12) {
-            0 => Fault::Isolate(Target::Leader),
-            1 => Fault::Split { minority, with_leader: rng.gen_bool(0.5) },
-            2 => Fault::Bridge { middle: rng.gen_range(0..nodes) },
-            3 => {
-                let from = rng.gen_range(0..nodes);
-                let to = (from + rng.gen_range(1..nodes)) % nodes;
-                Fault::OneWay { from, to }
-            }
-            4 => Fault::Loss { target: either(&mut rng), permille: rng.gen_range(100..400) },
-            5 => Fault::Slow(either(&mut rng)),
-            6 => Fault::Pause(Target::Leader),
-            7 => Fault::Pause(node(&mut rng)),
-            8 => {
-                let n = match rng.gen_range(0..4) {
-                    0 | 1 => 1,
-                    2 => minority.max(1),
-                    _ => nodes,
-                };
-                Fault::Kill { nodes: n, leader: rng.gen_bool(0.7) }
-            }
-            9 if kinds.clock => {
-                let secs = rng.gen_range(30..900) * if rng.gen_bool(0.5) { 1 } else { -1 };
-                Fault::ClockJump { target: either(&mut rng), secs }
-            }
-            10 => Fault::DiskFull(either(&mut rng)),
-            _ => Fault::Isolate(node(&mut rng)),
+        let Some(fault) = (0..DRAWS)
+            .map(|_| draw(&mut rng, nodes, &kinds))
+            .find(|f| kinds.only.is_empty() || kinds.only.iter().any(|o| o == f.name()))
+        else {
+            break;
         };
         out.push(Planned { start: at, duration: length, fault });
         at += length + Duration::from_millis(quiet_ms);
     }
     out
+}
+
+/// One fault drawn from all kinds.
+fn draw(rng: &mut ChaCha8Rng, nodes: usize, kinds: &Kinds) -> Fault {
+    let minority = (nodes - 1) / 2;
+    let node = |rng: &mut ChaCha8Rng| Target::Node(rng.gen_range(0..nodes));
+    let either = |rng: &mut ChaCha8Rng| if rng.gen_bool(0.5) { Target::Leader } else { node(rng) };
+    match rng.gen_range(0..12) {
+        0 => Fault::Isolate(Target::Leader),
+        1 => Fault::Split { minority, with_leader: rng.gen_bool(0.5) },
+        2 => Fault::Bridge { middle: rng.gen_range(0..nodes) },
+        3 => {
+            let from = rng.gen_range(0..nodes);
+            let to = (from + rng.gen_range(1..nodes)) % nodes;
+            Fault::OneWay { from, to }
+        }
+        4 => Fault::Loss { target: either(rng), permille: rng.gen_range(100..400) },
+        5 => Fault::Slow(either(rng)),
+        6 => Fault::Pause(Target::Leader),
+        7 => Fault::Pause(node(rng)),
+        8 => {
+            let n = match rng.gen_range(0..4) {
+                0 | 1 => 1,
+                2 => minority.max(1),
+                _ => nodes,
+            };
+            Fault::Kill { nodes: n, leader: rng.gen_bool(0.7) }
+        }
+        9 if kinds.clock => {
+            let secs = rng.gen_range(30..900) * if rng.gen_bool(0.5) { 1 } else { -1 };
+            Fault::ClockJump { target: either(rng), secs }
+        }
+        10 => Fault::DiskFull(either(rng)),
+        _ => Fault::Isolate(node(rng)),
+    }
 }
 
 /// A fault being applied: what to undo at the heal.
@@ -378,22 +413,28 @@ mod tests {
 
     #[test]
     fn a_schedule_is_a_function_of_its_seed_and_never_overlaps() {
-        let kinds = Kinds { clock: true };
-        let a = plan(7, 3, Duration::from_secs(120), kinds);
-        let b = plan(7, 3, Duration::from_secs(120), kinds);
+        let kinds = Kinds { clock: true, only: Vec::new() };
+        let a = plan(7, 3, Duration::from_secs(120), kinds.clone());
+        let b = plan(7, 3, Duration::from_secs(120), kinds.clone());
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert!(a.len() >= 8, "{a:?}");
         for w in a.windows(2) {
             assert!(w[0].start + w[0].duration < w[1].start, "{w:?}");
         }
         assert!(a.iter().all(|p| p.start + p.duration + COOLDOWN <= Duration::from_secs(120)));
-        let no_clock = plan(7, 3, Duration::from_secs(600), Kinds { clock: false });
+        let no_clock = plan(7, 3, Duration::from_secs(600), Kinds { clock: false, only: Vec::new() });
         assert!(!no_clock.iter().any(|p| matches!(p.fault, Fault::ClockJump { .. })));
         // Over many seeds every kind of fault occurs.
         let lanes: std::collections::BTreeSet<&str> = (0..50)
-            .flat_map(|s| plan(s, 5, Duration::from_secs(120), kinds))
+            .flat_map(|s| plan(s, 5, Duration::from_secs(120), kinds.clone()))
             .map(|p| p.fault.lane())
             .collect();
         assert_eq!(lanes.len(), 6, "{lanes:?}");
+        let only = Kinds { clock: true, only: vec!["isolate".into(), "kill".into()] };
+        let some = plan(3, 3, Duration::from_secs(300), only);
+        assert!(
+            some.len() >= 20 && some.iter().all(|p| matches!(p.fault.name(), "isolate" | "kill")),
+            "{some:?}"
+        );
     }
 }

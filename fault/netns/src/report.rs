@@ -91,9 +91,14 @@ pub fn markdown(r: &RunReport) -> String {
     let mut m = String::new();
     let verdict = if r.passed() { "passed" } else { "FAILED" };
     let _ = writeln!(m, "# annal-netns: seed {} on {} nodes — {verdict}\n", r.spec.seed, r.spec.nodes);
+    let only = if r.spec.faults.is_empty() {
+        String::new()
+    } else {
+        format!(" --faults {}", r.spec.faults.join(","))
+    };
     let _ = writeln!(
         m,
-        "Replay the schedule: `annal-netns run --seed {} --nodes {} --duration {}`\n",
+        "Replay the schedule: `annal-netns run --seed {} --nodes {} --duration {}{only}`\n",
         r.spec.seed,
         r.spec.nodes,
         r.spec.duration.as_secs()

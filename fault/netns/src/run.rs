@@ -40,6 +40,8 @@ pub struct RunSpec {
     pub node_env: Vec<(String, String)>,
     /// Where the report and logs go.
     pub out: PathBuf,
+    /// Only these kinds of faults (empty: all).
+    pub faults: Vec<String>,
 }
 
 /// A fault as it happened.
@@ -82,10 +84,9 @@ impl RunReport {
 
 /// Deadline for a leader after the start and after the final heal.
 const LEADER_WITHIN: Duration = Duration::from_secs(60);
-/// Deadline for every node to hold what the leader holds after the final heal.
-const CONVERGE_WITHIN: Duration = Duration::from_secs(90);
-/// Deadline for the subscription to deliver the whole stream after the heal.
-const DELIVER_WITHIN: Duration = Duration::from_secs(45);
+/// Deadline for everything after the final heal: a leader, the final reads, every node holding
+/// what the leader holds, and the subscription delivering its whole stream.
+const AFTER_HEAL: Duration = Duration::from_secs(120);
 /// Per-request deadline of the clients.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -220,8 +221,12 @@ fn drive(spec: &RunSpec, nodes: &mut Nodes, netem: bool) -> Result<RunReport, St
         let (cfg, rec, stop) = (cfg.clone(), record.clone(), stop_consumer.clone());
         std::thread::spawn(move || workload::consumer(&cfg, &rec, &stop))
     };
-    let schedule =
-        nemesis::plan(spec.seed, spec.nodes, spec.duration, Kinds { clock: nodes::faketime_available() });
+    let schedule = nemesis::plan(
+        spec.seed,
+        spec.nodes,
+        spec.duration,
+        Kinds { clock: nodes::faketime_available(), only: spec.faults.clone() },
+    );
     let mut applied = Vec::new();
     let secs = |rec: &Record| rec.now() as f64 / 1e6;
     let mut heal_error = None;
@@ -258,18 +263,19 @@ fn drive(spec: &RunSpec, nodes: &mut Nodes, netem: bool) -> Result<RunReport, St
         }
     }
     let healed = Instant::now();
+    let left = || (healed + AFTER_HEAL).saturating_duration_since(Instant::now());
     let mut anomalies: Vec<(&'static str, Vec<String>)> = Vec::new();
-    let leader = poll(LEADER_WITHIN, || find_leader(&cfg));
+    let leader = poll(left(), || find_leader(&cfg));
     let final_client = spec.clients;
     let mut final_reads = Vec::new();
     let mut liveness = Vec::new();
     match leader {
-        None => liveness.push("no leader within 60 s of the final heal".to_owned()),
+        None => liveness.push(format!("no leader within {AFTER_HEAL:?} of the final heal")),
         Some(l) => {
             for s in 0..cfg.streams {
                 let name = workload::stream(s);
                 let read = OpKind::ReadForward { from: 0, count: annal_sim::workload::FULL_READ };
-                let got = poll(CONVERGE_WITHIN, || {
+                let got = poll(left(), || {
                     let (id, out) = workload::run_op(
                         &record,
                         final_client,
@@ -298,7 +304,7 @@ fn drive(spec: &RunSpec, nodes: &mut Nodes, netem: bool) -> Result<RunReport, St
         .collect();
     let mut views = Vec::new();
     for node in &cfg.nodes {
-        let view = poll(CONVERGE_WITHIN, || {
+        let view = poll(left(), || {
             let mut v = FinalView { node: node.clone(), ..FinalView::default() };
             for s in 0..cfg.streams {
                 let name = workload::stream(s);
@@ -313,14 +319,12 @@ fn drive(spec: &RunSpec, nodes: &mut Nodes, netem: bool) -> Result<RunReport, St
         });
         match view {
             Some(v) => views.push(v),
-            None => {
-                liveness.push(format!("node {node} did not catch up within {CONVERGE_WITHIN:?} of the heal"))
-            }
+            None => liveness.push(format!("node {node} did not catch up within {AFTER_HEAL:?} of the heal")),
         }
     }
     // The logs of all nodes are compared once they are at the same length (replication of the
     // last records, and the subscription's checkpoints, may still be landing).
-    let _ = poll(CONVERGE_WITHIN, || {
+    let _ = poll(left(), || {
         let lens: Vec<usize> = cfg
             .nodes
             .iter()
@@ -329,7 +333,7 @@ fn drive(spec: &RunSpec, nodes: &mut Nodes, netem: bool) -> Result<RunReport, St
         (lens.len() == cfg.nodes.len() && lens.windows(2).all(|w| w[0] == w[1])).then_some(())
     });
     let want = views.first().and_then(|v| v.streams.get(workload::SUB_STREAM)).map_or(0, Vec::len);
-    let _ = poll(DELIVER_WITHIN, || {
+    let _ = poll(left(), || {
         let got: std::collections::HashSet<i64> = lock(&record.delivered).iter().copied().collect();
         (got.len() >= want).then_some(())
     });

@@ -47,4 +47,5 @@ fn a_killed_harness_leaves_nothing_after_the_next_sweep() {
     assert!(said.contains(&format!("namespace {prefix}")), "{said}");
     assert!(said.contains("mount /tmp/annal-netns/"), "the tmpfs disks are unmounted: {said}");
     assert!(!netns_list().contains(&prefix), "{}", netns_list());
+    assert!(said.contains("directory /tmp/annal-netns/"), "{said}");
 }
