@@ -62,7 +62,8 @@ impl Fault {
     /// Its kind's name (one of [`NAMES`]).
     pub fn name(&self) -> &'static str {
         match self {
-            Fault::Isolate(_) => "isolate",
+            Fault::Isolate(Target::Leader) => "isolate-leader",
+            Fault::Isolate(Target::Node(_)) => "isolate",
             Fault::Split { .. } => "split",
             Fault::Bridge { .. } => "bridge",
             Fault::OneWay { .. } => "one-way",
@@ -111,8 +112,19 @@ pub struct Kinds {
 }
 
 /// The names `--faults` takes, one per kind of [`Fault`].
-pub const NAMES: [&str; 10] =
-    ["isolate", "split", "bridge", "one-way", "loss", "slow", "pause", "kill", "clock", "disk"];
+pub const NAMES: [&str; 11] = [
+    "isolate-leader",
+    "isolate",
+    "split",
+    "bridge",
+    "one-way",
+    "loss",
+    "slow",
+    "pause",
+    "kill",
+    "clock",
+    "disk",
+];
 
 /// Draws before a restricted schedule gives up finding an allowed fault for a slot.
 const DRAWS: usize = 1000;
@@ -430,10 +442,10 @@ mod tests {
             .map(|p| p.fault.lane())
             .collect();
         assert_eq!(lanes.len(), 6, "{lanes:?}");
-        let only = Kinds { clock: true, only: vec!["isolate".into(), "kill".into()] };
+        let only = Kinds { clock: true, only: vec!["isolate-leader".into(), "kill".into()] };
         let some = plan(3, 3, Duration::from_secs(300), only);
         assert!(
-            some.len() >= 20 && some.iter().all(|p| matches!(p.fault.name(), "isolate" | "kill")),
+            some.len() >= 20 && some.iter().all(|p| matches!(p.fault.name(), "isolate-leader" | "kill")),
             "{some:?}"
         );
     }

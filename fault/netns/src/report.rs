@@ -83,6 +83,18 @@ pub fn write_run(r: &RunReport) -> Result<String, String> {
     std::fs::write(dir.join("timeline.png"), png).map_err(|e| format!("{}: {e}", dir.display()))?;
     let md = markdown(r);
     std::fs::write(dir.join("report.md"), &md).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !r.passed() {
+        // The whole history, one operation per line, beside the anomalies that cite it.
+        let h = lock(&r.record.history);
+        let mut text = String::with_capacity(h.ops.len() * 96);
+        for op in &h.ops {
+            let _ = writeln!(text, "{op}");
+        }
+        for line in lock(&r.record.consumer_log).iter() {
+            let _ = writeln!(text, "consumer: {line}");
+        }
+        std::fs::write(dir.join("history.txt"), text).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     Ok(md)
 }
 
@@ -134,7 +146,10 @@ pub fn markdown(r: &RunReport) -> String {
         }
     }
     if !r.passed() {
-        let _ = writeln!(m, "\nThe nodes' logs are beside this report (`node*.log`).");
+        let _ = writeln!(
+            m,
+            "\nThe nodes' logs and the whole history are beside this report (`node*.log`, `history.txt`)."
+        );
     }
     m
 }

@@ -63,7 +63,8 @@ pub struct Record {
     pub history: Mutex<History>,
     /// Reads of `$all`.
     pub all_reads: Mutex<Vec<AllRead>>,
-    /// Event numbers of [`SUB_STREAM`] the subscription delivered (with repeats).
+    /// Event numbers of [`SUB_STREAM`] the consumer processed (with repeats): pages it took and
+    /// acknowledged, not the ones it left unacknowledged on purpose.
     pub delivered: Mutex<Vec<i64>>,
     /// Errors of the consumer (not failures by themselves: the checker decides).
     pub consumer_log: Mutex<Vec<String>>,
@@ -328,7 +329,7 @@ pub fn client(me: usize, cfg: &Config, rec: &Record, stop: &AtomicBool) {
 /// Creates the subscription group on [`SUB_STREAM`] (from its first event), trying every node
 /// until one takes it.
 pub fn create_group(cfg: &Config, deadline: Duration) -> Result<(), String> {
-    let settings = r#"{"startFrom":0,"messageTimeoutMilliseconds":10000,"maxRetryCount":100,"minCheckPointCount":1,"maxCheckPointCount":1}"#;
+    let settings = r#"{"startFrom":0,"messageTimeoutMilliseconds":3000,"maxRetryCount":100,"minCheckPointCount":1,"maxCheckPointCount":1}"#;
     let started = Instant::now();
     let mut last = String::new();
     while started.elapsed() < deadline {
@@ -347,8 +348,14 @@ pub fn create_group(cfg: &Config, deadline: Duration) -> Result<(), String> {
     Err(format!("the subscription group was not created: {last}"))
 }
 
-/// The consumer: takes pages of the group from any node and acknowledges them, until `stop`.
+/// Pages in a thousand the consumer takes and never acknowledges, as a consumer that crashed
+/// after receiving them would: the group must deliver them again once their time-out passes.
+const UNACKED_PERMILLE: u32 = 100;
+
+/// The consumer: takes pages of the group from any node and acknowledges them (all but a seeded
+/// few, see [`UNACKED_PERMILLE`]), until `stop`.
 pub fn consumer(cfg: &Config, rec: &Record, stop: &AtomicBool) {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x636f_6e73);
     let mut home = 0;
     while !stop.load(Ordering::Relaxed) {
         let node = cfg.nodes[home].clone();
@@ -382,12 +389,22 @@ pub fn consumer(cfg: &Config, rec: &Record, stop: &AtomicBool) {
         }
         let numbers: Vec<i64> =
             entries.iter().filter_map(|e| e["title"].as_str()?.split('@').next()?.parse().ok()).collect();
-        lock(&rec.delivered).extend(numbers);
         let ack = v["links"]
             .as_array()
             .and_then(|l| l.iter().find(|l| l["relation"] == "ackAll"))
             .and_then(|l| l["uri"].as_str())
             .and_then(split_url);
+        if rng.gen_range(0..1000) < UNACKED_PERMILLE {
+            lock(&rec.consumer_log).push(format!(
+                "{:.1}s: a page of {} left unacknowledged",
+                rec.now() as f64 / 1e6,
+                entries.len()
+            ));
+            continue;
+        }
+        // Processed: counted as delivered whatever becomes of the acknowledgement (one that is
+        // lost brings the page again, which at-least-once allows).
+        lock(&rec.delivered).extend(numbers);
         if let Some((_, p)) = ack {
             let _ = http::send(&at, "POST", &p, &[], "", cfg.timeout);
         }
