@@ -8,7 +8,8 @@
 //! new number`), whether it is hard-deleted, and the idempotency memory (ids written since the
 //! last restart, each at its latest number), kept as the number of events the stream had at the
 //! last restart. Every log prefix reached is interned in a trie, so two states are equal exactly
-//! when their [`StreamState::key`]s are.
+//! when their [`StreamState::key`]s are. A [`Snapshot`] of a state is restored in place, keeping
+//! the trie, so keys stay comparable across the segments of a search.
 //!
 //! Invariants: [`StreamState::undo`] of the [`Undo`] an apply returned restores the state before
 //! it (undos are applied last-in first-out); an operation that returns [`Undo::Nothing`] changed
@@ -55,7 +56,7 @@ pub enum Undo {
 }
 
 /// An operation, as the model takes it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MOp {
     /// Append the ids with an expected version.
     Append { expected: i64, ids: Vec<[u8; 16]> },
@@ -73,6 +74,15 @@ pub enum MOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     prefix: u32,
+    tb: Option<i64>,
+    hard: bool,
+    mem_from: u32,
+}
+
+/// A stream's state, kept apart from the trie (see [`StreamState::restore`]).
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    evs: Vec<[u8; 16]>,
     tb: Option<i64>,
     hard: bool,
     mem_from: u32,
@@ -238,15 +248,45 @@ impl StreamState {
             self.tb = Some(cur + 1);
         }
         for id in ids {
-            let n = self.evs.len() as u32;
-            let parent = self.nodes[n as usize];
-            let next = self.trie.len() as u32 + 1;
-            let node = *self.trie.entry((parent, *id)).or_insert(next);
-            self.evs.push(*id);
-            self.nodes.push(node);
-            self.pos.entry(*id).or_default().push(n);
+            self.push(*id);
         }
         (Answer::Appended { first: cur + 1 }, Undo::Events { count: ids.len() as u32, tb })
+    }
+
+    fn push(&mut self, id: [u8; 16]) {
+        let n = self.evs.len() as u32;
+        let parent = self.nodes[n as usize];
+        let next = self.trie.len() as u32 + 1;
+        let node = *self.trie.entry((parent, id)).or_insert(next);
+        self.evs.push(id);
+        self.nodes.push(node);
+        self.pos.entry(id).or_default().push(n);
+    }
+
+    fn pop(&mut self) {
+        let id = self.evs.pop().unwrap_or_else(|| unreachable!("undo of events never applied"));
+        self.nodes.pop();
+        if let Some(p) = self.pos.get_mut(&id) {
+            p.pop();
+        }
+    }
+
+    /// The state, to come back to with [`StreamState::restore`].
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot { evs: self.evs.clone(), tb: self.tb, hard: self.hard, mem_from: self.mem_from }
+    }
+
+    /// Makes the state the one `s` was taken of. The trie is kept, so keys stay comparable with
+    /// those of every state reached before; the common prefix of the logs is kept too.
+    pub fn restore(&mut self, s: &Snapshot) {
+        let common = self.evs.iter().zip(&s.evs).take_while(|(a, b)| a == b).count();
+        while self.evs.len() > common {
+            self.pop();
+        }
+        for id in &s.evs[common..] {
+            self.push(*id);
+        }
+        (self.tb, self.hard, self.mem_from) = (s.tb, s.hard, s.mem_from);
     }
 
     /// Takes back an apply (last in, first out).
@@ -255,11 +295,7 @@ impl StreamState {
             Undo::Nothing => {}
             Undo::Events { count, tb } => {
                 for _ in 0..count {
-                    let id = self.evs.pop().unwrap_or_else(|| unreachable!("undo of events never applied"));
-                    self.nodes.pop();
-                    if let Some(p) = self.pos.get_mut(&id) {
-                        p.pop();
-                    }
+                    self.pop();
                 }
                 self.tb = tb;
             }
@@ -347,6 +383,65 @@ mod tests {
         }
     }
 
+    /// A random operation on a stream whose last event number is `cur`: appends (a third of
+    /// them retry one of `batches`) with every expected-version kind, deletes, reads, restarts.
+    fn random_op(rng: &mut ChaCha8Rng, cur: i64, batches: &mut Vec<Vec<[u8; 16]>>) -> MOp {
+        match rng.gen_range(0..100) {
+            0..=49 => {
+                let ids = if !batches.is_empty() && rng.gen_ratio(1, 3) {
+                    batches[rng.gen_range(0..batches.len())].clone()
+                } else {
+                    let k = rng.gen_range(1..4);
+                    let b: Vec<[u8; 16]> = (0..k).map(|_| rng.gen()).collect();
+                    batches.push(b.clone());
+                    b
+                };
+                let expected = [ANY, -1, STREAM_EXISTS, cur, cur - rng.gen_range(1..4), cur + 1, -3]
+                    [rng.gen_range(0..7)];
+                MOp::Append { expected, ids }
+            }
+            50..=54 => MOp::Delete {
+                expected: [ANY, STREAM_EXISTS, cur, -1][rng.gen_range(0..4)],
+                hard: rng.gen_ratio(1, 4),
+            },
+            55..=74 => {
+                MOp::ReadForward { from: rng.gen_range(0..cur.max(0) + 3), count: rng.gen_range(1..6) }
+            }
+            75..=89 => MOp::ReadBackward { count: rng.gen_range(1..6) },
+            _ => MOp::Restart,
+        }
+    }
+
+    /// Restoring a snapshot gives back the state it was taken of: the same key (the trie is
+    /// kept), and the same answers afterwards as a fresh state restored to it.
+    #[test]
+    fn restore_gives_back_the_state() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for _ in 0..200 {
+            let mut s = StreamState::default();
+            let mut batches = Vec::new();
+            let mut snaps = Vec::new();
+            for _ in 0..rng.gen_range(1..40) {
+                let op = random_op(&mut rng, s.cur(), &mut batches);
+                s.apply(&op);
+                if rng.gen_ratio(1, 4) {
+                    snaps.push((s.snapshot(), s.key()));
+                }
+            }
+            for _ in 0..snaps.len() {
+                let (snap, key) = &snaps[rng.gen_range(0..snaps.len())];
+                s.restore(snap);
+                assert_eq!(s.key(), *key);
+                let mut fresh = StreamState::default();
+                fresh.restore(snap);
+                for _ in 0..rng.gen_range(1..10) {
+                    let op = random_op(&mut rng, s.cur(), &mut batches);
+                    assert_eq!(norm(s.apply(&op).0), norm(fresh.apply(&op).0), "{op:?}");
+                }
+            }
+        }
+    }
+
     /// The search's model answers exactly as `annal_model::Model` on random operation sequences
     /// (with retries of earlier batches, stale and future expected versions, deletes and
     /// restarts), and undoing every operation in reverse order gives back the empty state.
@@ -361,31 +456,7 @@ mod tests {
             let mut batches: Vec<Vec<[u8; 16]>> = Vec::new();
             for _ in 0..rng.gen_range(1..60) {
                 let cur = s.cur();
-                let op = match rng.gen_range(0..100) {
-                    0..=49 => {
-                        let ids = if !batches.is_empty() && rng.gen_ratio(1, 3) {
-                            batches[rng.gen_range(0..batches.len())].clone()
-                        } else {
-                            let k = rng.gen_range(1..4);
-                            let b: Vec<[u8; 16]> = (0..k).map(|_| rng.gen()).collect();
-                            batches.push(b.clone());
-                            b
-                        };
-                        let expected = [ANY, -1, STREAM_EXISTS, cur, cur - rng.gen_range(1..4), cur + 1, -3]
-                            [rng.gen_range(0..7)];
-                        MOp::Append { expected, ids }
-                    }
-                    50..=54 => MOp::Delete {
-                        expected: [ANY, STREAM_EXISTS, cur, -1][rng.gen_range(0..4)],
-                        hard: rng.gen_ratio(1, 4),
-                    },
-                    55..=74 => MOp::ReadForward {
-                        from: rng.gen_range(0..cur.max(0) + 3),
-                        count: rng.gen_range(1..6),
-                    },
-                    75..=89 => MOp::ReadBackward { count: rng.gen_range(1..6) },
-                    _ => MOp::Restart,
-                };
+                let op = random_op(&mut rng, cur, &mut batches);
                 let want = norm(on_model(&mut m, &op));
                 let before = s.key();
                 let (got, undo) = s.apply(&op);
