@@ -8,6 +8,8 @@
 
 mod http_support;
 
+mod ports;
+use ports::free_port;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -524,11 +526,6 @@ async fn the_command_lines_back_up_verify_and_restore() {
     assert_eq!(code, Some(0), "{out}{err}");
     let (code, out, err) = run(vec!["backup".into(), "verify".into(), p(&other)]).await;
     assert_eq!(code, Some(0), "{out}{err}");
-}
-
-fn free_port() -> u16 {
-    #[allow(clippy::disallowed_types)]
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A disk for the copier that, before each of its calls, lets the node append (and now and then

@@ -6,6 +6,8 @@
 //! sockets, processes); the node itself only sees its `Env`.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ports;
+use ports::free_port;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -84,10 +86,6 @@ fn new_id() -> String {
     let n = N.fetch_add(1, Ordering::Relaxed) as u128;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     uuid::Uuid::from_u128((nanos << 20) ^ n).to_string()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The nodes' election timeout when `CLUSTER_ELECTION_TIMEOUT_MS` sets one (else the node's

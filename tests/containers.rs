@@ -14,6 +14,8 @@
 //! sockets, processes); the node itself only sees its `Env`.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ports;
+use ports::free_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output};
@@ -43,10 +45,6 @@ fn podman_ok(args: &[&str]) -> String {
 fn image() -> String {
     std::env::var("IMAGE_UNDER_TEST")
         .expect("IMAGE_UNDER_TEST names no image: build one with deploy/build-image.sh and set it")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A container network, removed (with whatever still runs on it) when dropped.

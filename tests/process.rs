@@ -6,16 +6,14 @@
 //! sockets, processes, signals); the node itself only sees its `Env`.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ports;
+use ports::free_port;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a node may take to exit after the signal (a debug build on a busy machine).
 const EXIT_WITHIN: Duration = Duration::from_secs(20);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// Starts a node logging into a pipe, reads its log until it serves, closes the pipe, then
 /// sends `signal`: the node must exit with success within [`EXIT_WITHIN`].

@@ -8,8 +8,10 @@
 //! sockets, processes); the node itself only sees its `Env`.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ports;
+use ports::free_port;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -23,10 +25,6 @@ const DAY: i64 = 86_400;
 
 fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn seed() -> u64 {

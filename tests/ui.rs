@@ -14,6 +14,8 @@
 //! This test drives processes from outside the node, so it uses the OS directly.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ports;
+use ports::free_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -22,10 +24,6 @@ use std::time::{Duration, Instant};
 
 /// How long a node may take to serve, and a cluster to elect (a debug build on a busy machine).
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
