@@ -256,10 +256,7 @@ pub fn apply(
             a.description = format!("isolate node {x}");
         }
         Fault::Split { minority, with_leader } => {
-            let mut order: Vec<usize> = (0..n).collect();
-            for i in (1..n).rev() {
-                order.swap(i, rng.gen_range(0..=i));
-            }
+            let mut order = shuffled(n, &mut rng);
             if let Some(l) = leader {
                 let at = order.iter().position(|&x| x == l).unwrap_or(0);
                 let to = if *with_leader { 0 } else { n - 1 };
@@ -347,10 +344,7 @@ pub fn apply(
             a.description = format!("SIGSTOP node {x}");
         }
         Fault::Kill { nodes: count, leader: with_leader } => {
-            let mut order: Vec<usize> = (0..n).collect();
-            for i in (1..n).rev() {
-                order.swap(i, rng.gen_range(0..=i));
-            }
+            let mut order = shuffled(n, &mut rng);
             if let (Some(l), true) = (leader, *with_leader) {
                 let at = order.iter().position(|&x| x == l).unwrap_or(0);
                 order.swap(at, 0);
@@ -378,6 +372,15 @@ pub fn apply(
         }
     }
     Ok(a)
+}
+
+/// The nodes `0..n` in an order drawn from `rng`.
+fn shuffled(n: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    order
 }
 
 /// Undoes what [`apply`] did.
